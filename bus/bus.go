@@ -1,0 +1,519 @@
+package bus
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"sync/atomic"
+)
+
+// Defaults of the SPEC (§2.1, §2.2, §10).
+const (
+	DefaultRingSize       = 8000
+	DefaultRingMaxBytes   = 64 << 20
+	DefaultMaxQueued      = 256
+	DefaultMaxQueuedBytes = 2 << 20
+	DefaultMaxSubscribers = 64
+	MaxRingSize           = 1_000_000
+)
+
+// ErrClosed is returned by Publish and Subscribe on a closed bus.
+var ErrClosed = errors.New("bus: closed")
+
+// ErrSubscriberLimit is returned by Subscribe when the bus already has
+// MaxSubscribers subscribers. The router turns it into a stream:error frame.
+var ErrSubscriberLimit = errors.New("bus: subscriber limit reached")
+
+// Options configure a Bus. Zero values mean the defaults.
+type Options struct {
+	// Session is the name put in every envelope's "session"; "" for the
+	// global bus, whose events carry their own (Event.Session).
+	Session string
+	// Epoch names this run of the id sequence; "" means a fresh random one.
+	Epoch string
+	// RingSize is the replay ring's count limit; default 8000.
+	RingSize int
+	// RingMaxBytes is the replay ring's byte limit; default 64 MiB.
+	RingMaxBytes int64
+	// MaxQueued is the default live frame limit per subscriber; default 256.
+	MaxQueued int
+	// MaxQueuedBytes is the live byte limit per subscriber; default 2 MiB.
+	MaxQueuedBytes int64
+	// MaxSubscribers limits concurrent subscribers; default 64.
+	MaxSubscribers int
+	// Store retains events for replay; nil means a new in-memory Ring. A
+	// store that already holds events continues their id sequence.
+	Store Store
+}
+
+// Limits are the settings that may change while a bus runs (on reload).
+type Limits struct {
+	RingSize       int
+	RingMaxBytes   int64
+	MaxQueued      int
+	MaxQueuedBytes int64
+	MaxSubscribers int
+}
+
+func (o *Options) limits() Limits {
+	l := Limits{o.RingSize, o.RingMaxBytes, o.MaxQueued, o.MaxQueuedBytes, o.MaxSubscribers}
+	l.fill()
+	return l
+}
+
+func (l *Limits) fill() {
+	if l.RingSize <= 0 {
+		l.RingSize = DefaultRingSize
+	}
+	if l.RingMaxBytes <= 0 {
+		l.RingMaxBytes = DefaultRingMaxBytes
+	}
+	if l.MaxQueued <= 0 {
+		l.MaxQueued = DefaultMaxQueued
+	}
+	if l.MaxQueuedBytes <= 0 {
+		l.MaxQueuedBytes = DefaultMaxQueuedBytes
+	}
+	if l.MaxSubscribers <= 0 {
+		l.MaxSubscribers = DefaultMaxSubscribers
+	}
+}
+
+func (l Limits) validate() error {
+	if l.RingSize > MaxRingSize {
+		return inputError("ringSize", "", "above 1000000")
+	}
+	return nil
+}
+
+// A Bus is one event sequence with its ring and subscribers. All methods are
+// safe for concurrent use.
+type Bus struct {
+	session string
+	epoch   string
+	stats   counters
+
+	mu     sync.Mutex // guards the fields below; taken before any Subscription.mu
+	closed bool
+	store  Store
+	lastID uint64
+	limits Limits
+	subs   []*Subscription
+	frames []*Frame // scratch for Publish, reused under mu
+}
+
+// counters are the bus's cumulative figures, read without the lock.
+type counters struct {
+	published      atomic.Uint64
+	delivered      atomic.Uint64
+	slowWarnings   atomic.Uint64
+	evictedQueue   atomic.Uint64
+	evictedBytes   atomic.Uint64
+	gapRingEvicted atomic.Uint64
+	gapEpochReset  atomic.Uint64
+	replayed       atomic.Uint64
+}
+
+// New returns a bus. It fails with an *InputError when a limit is out of
+// range or the session name is invalid.
+func New(opts Options) (*Bus, error) {
+	if opts.Session != "" {
+		if err := ValidateSessionID(opts.Session); err != nil {
+			return nil, err
+		}
+	}
+	l := opts.limits()
+	if err := l.validate(); err != nil {
+		return nil, err
+	}
+	epoch := opts.Epoch
+	if epoch == "" {
+		epoch = NewEpoch()
+	}
+	st := opts.Store
+	if st == nil {
+		st = NewRing(l.RingSize, l.RingMaxBytes)
+	} else {
+		st.SetLimits(l.RingSize, l.RingMaxBytes)
+	}
+	return &Bus{session: opts.Session, epoch: epoch, store: st, lastID: st.LastID(), limits: l}, nil
+}
+
+// NewEpoch returns a fresh random epoch name.
+func NewEpoch() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Session returns the bus's session name, "" for the global bus.
+func (b *Bus) Session() string { return b.session }
+
+// Epoch returns the name of this run of the bus's id sequence.
+func (b *Bus) Epoch() string { return b.epoch }
+
+// LastID returns the last id assigned, 0 before any.
+func (b *Bus) LastID() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lastID
+}
+
+// EarliestID returns the oldest id in the ring, 0 when the ring is empty.
+func (b *Bus) EarliestID() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.store.Earliest()
+}
+
+// Publish validates, encodes and appends events as one all-or-nothing batch,
+// then queues them to every subscriber whose filter matches. It returns the
+// first and last id assigned. Bad input is an *InputError and burns no id;
+// on a closed bus it returns ErrClosed. Publish never blocks on a subscriber:
+// one that cannot keep up is evicted.
+func (b *Bus) Publish(events ...Event) (first, last uint64, err error) {
+	return b.publish(events, false)
+}
+
+// PublishDaemon is Publish for the daemon's own events: it also accepts the
+// reserved family localbus (never stream).
+func (b *Bus) PublishDaemon(events ...Event) (first, last uint64, err error) {
+	return b.publish(events, true)
+}
+
+func (b *Bus) publish(events []Event, allowLocalbus bool) (first, last uint64, err error) {
+	if len(events) == 0 {
+		return 0, 0, inputError("events", "", "empty batch")
+	}
+	var one [1]prepared
+	preps := one[:0]
+	if len(events) > 1 {
+		preps = make([]prepared, 0, len(events))
+	}
+	defer func() {
+		for _, p := range preps {
+			p.release()
+		}
+	}()
+	for i := range events {
+		p, err := prepare(&events[i], b.session, allowLocalbus)
+		if err != nil {
+			return 0, 0, err
+		}
+		preps = append(preps, p)
+	}
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0, 0, ErrClosed
+	}
+	frames := b.frames[:0]
+	for i, p := range preps {
+		frames = append(frames, p.frame(b.lastID+1+uint64(i)))
+	}
+	if err := b.store.Append(frames); err != nil {
+		clear(frames)
+		return 0, 0, err
+	}
+	first, last = b.lastID+1, b.lastID+uint64(len(frames))
+	b.lastID = last
+	b.stats.published.Add(uint64(len(frames)))
+	b.deliverLocked(frames)
+	clear(frames)
+	b.frames = frames[:0]
+	return first, last, nil
+}
+
+// deliverLocked queues frames to every matching subscriber, evicting those
+// that cannot take them. b.mu must be held.
+func (b *Bus) deliverLocked(frames []*Frame) {
+	var delivered uint64
+	evicted := false
+	for _, s := range b.subs {
+		s.mu.Lock()
+		n := len(s.q)
+		for _, f := range frames {
+			if s.end != EndNone {
+				break
+			}
+			if !s.matches(f.Type) {
+				continue
+			}
+			delivered++
+			if s.pushLiveLocked(f, &b.stats) {
+				evicted = true
+			}
+		}
+		grew := len(s.q) > n
+		s.mu.Unlock()
+		if grew {
+			s.notify()
+		}
+	}
+	b.stats.delivered.Add(delivered)
+	if evicted {
+		b.dropEndedLocked()
+	}
+}
+
+// dropEndedLocked removes subscribers whose stream has ended. b.mu must be held.
+func (b *Bus) dropEndedLocked() {
+	keep := b.subs[:0]
+	for _, s := range b.subs {
+		s.mu.Lock()
+		ended := s.end != EndNone
+		s.mu.Unlock()
+		if ended {
+			s.index = -1
+			continue
+		}
+		s.index = len(keep)
+		keep = append(keep, s)
+	}
+	clear(b.subs[len(keep):])
+	b.subs = keep
+}
+
+// remove takes s off the subscriber list; idempotent.
+func (b *Bus) remove(s *Subscription) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	i := s.index
+	if i < 0 {
+		return
+	}
+	last := len(b.subs) - 1
+	b.subs[i] = b.subs[last]
+	b.subs[i].index = i
+	b.subs[last] = nil
+	b.subs = b.subs[:last]
+	s.index = -1
+}
+
+// SubscribeOptions say where a stream starts and what it carries.
+type SubscribeOptions struct {
+	// Cursor is the last id the client received; nil means live only.
+	Cursor *uint64
+	// CursorIgnored reports that the client sent a malformed Last-Event-ID
+	// that was ignored; with no Cursor, stream:ready then shows cursor null.
+	CursorIgnored bool
+	// Epoch is the epoch the client saw; "" means unknown. It only matters
+	// with a Cursor: a different epoch means a new id sequence.
+	Epoch string
+	// Family restricts the stream to one family for its whole life (a family
+	// stream), replay included; "" for none.
+	Family string
+	// Filter selects event types; nil means everything (in Family).
+	Filter *Filter
+	// MaxQueued is the live frame limit, in [16, 2048]; 0 means the bus's.
+	MaxQueued int
+}
+
+// Subscribe registers a subscriber and queues its opening frames: stream:ready,
+// then for a resuming client (Cursor set) any stream:gap, the replay and
+// stream:replayed, per SPEC §2.3. It registers synchronously: every event
+// published after Subscribe returns is delivered. Cancelling ctx is the same
+// as calling Close on the subscription. It fails with an *InputError for bad
+// options, ErrSubscriberLimit, or ErrClosed.
+func (b *Bus) Subscribe(ctx context.Context, opts SubscribeOptions) (*Subscription, error) {
+	if opts.Family != "" {
+		if err := ValidateFamily(opts.Family); err != nil {
+			return nil, err
+		}
+		if IsReservedFamily(opts.Family) && opts.Family != FamilyLocalbus {
+			return nil, inputError("family", opts.Family, "reserved")
+		}
+		if !opts.Filter.Within(opts.Family) {
+			return nil, inputError("types", "", "outside family "+opts.Family)
+		}
+	}
+	if opts.MaxQueued != 0 && (opts.MaxQueued < MinMaxQueued || opts.MaxQueued > MaxMaxQueued) {
+		return nil, inputError("maxQueued", "", "want 16 to 2048")
+	}
+	if opts.Cursor != nil && *opts.Cursor > MaxCursor {
+		return nil, inputError("cursor", "", "larger than 2^53-1")
+	}
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, ErrClosed
+	}
+	if len(b.subs) >= b.limits.MaxSubscribers {
+		return nil, ErrSubscriberLimit
+	}
+	s := &Subscription{
+		bus:       b,
+		family:    opts.Family,
+		maxQueued: opts.MaxQueued,
+		maxBytes:  b.limits.MaxQueuedBytes,
+		session:   b.session,
+		ready:     make(chan struct{}, 1),
+	}
+	if s.maxQueued == 0 {
+		s.maxQueued = b.limits.MaxQueued
+	}
+	s.filter.Store(opts.Filter)
+	s.mu.Lock()
+	b.openLocked(s, opts)
+	s.mu.Unlock()
+	s.index = len(b.subs)
+	b.subs = append(b.subs, s)
+	s.notify()
+	if ctx != nil && ctx.Done() != nil {
+		s.stopCtx = context.AfterFunc(ctx, s.Close)
+	}
+	return s, nil
+}
+
+// openLocked queues stream:ready and the resume frames. b.mu and s.mu must
+// be held.
+func (b *Bus) openLocked(s *Subscription, opts SubscribeOptions) {
+	earliest := b.store.Earliest()
+	ready := ReadyData{LastID: b.lastID, EarliestID: nullable(earliest), Epoch: b.epoch, MaxQueued: s.maxQueued}
+	if f := opts.Filter; f != nil {
+		ready.Types = f.Types()
+	} else if s.family != "" {
+		ready.Types = []string{s.family + ":*"}
+	}
+	switch {
+	case opts.Cursor != nil:
+		c := *opts.Cursor
+		ready.Cursor = &c
+	case !opts.CursorIgnored:
+		c := b.lastID
+		ready.Cursor = &c
+	}
+	s.pushForcedLocked(reservedFrame(TypeReady, s.session, ready))
+	if opts.Cursor == nil {
+		return
+	}
+
+	cursor := *opts.Cursor
+	from := cursor + 1
+	gap := ""
+	switch {
+	case cursor > b.lastID || (opts.Epoch != "" && opts.Epoch != b.epoch):
+		gap, from = GapEpochReset, 0
+		b.stats.gapEpochReset.Add(1)
+	case earliest > from || (earliest == 0 && cursor < b.lastID):
+		gap = GapRingEvicted
+		b.stats.gapRingEvicted.Add(1)
+	}
+	if gap != "" {
+		s.pushForcedLocked(reservedFrame(TypeGap, s.session, GapData{
+			Reason: gap, LastDeliveredID: cursor, EarliestAvailableID: nullable(earliest), LastID: b.lastID,
+		}))
+	}
+	var count int
+	var lastReplayed uint64
+	b.store.Scan(from, func(f *Frame) bool {
+		if s.matches(f.Type) {
+			s.pushForcedLocked(f)
+			count++
+			lastReplayed = f.ID
+		}
+		return true
+	})
+	b.stats.replayed.Add(uint64(count))
+	s.pushForcedLocked(reservedFrame(TypeReplayed, s.session, ReplayedData{ReplayedCount: count, LastReplayedEventID: nullable(lastReplayed)}))
+}
+
+func nullable(id uint64) *uint64 {
+	if id == 0 {
+		return nil
+	}
+	return &id
+}
+
+// EndStreams ends every current subscription with a terminal stream:closed
+// frame carrying reason (after what each has queued), and removes them. The
+// bus stays open: this is what shutdown and reload do, since rings and ids
+// survive them.
+func (b *Bus) EndStreams(reason EndReason) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.endStreamsLocked(reason)
+}
+
+func (b *Bus) endStreamsLocked(reason EndReason) {
+	for _, s := range b.subs {
+		s.mu.Lock()
+		s.closeLocked(reason)
+		s.mu.Unlock()
+		s.index = -1
+		s.notify()
+	}
+	clear(b.subs)
+	b.subs = b.subs[:0]
+}
+
+// Close closes the bus: every subscriber gets stream:closed with reason
+// session_deleted after what it has queued, and Publish and Subscribe return
+// ErrClosed from then on. It is idempotent.
+func (b *Bus) Close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	b.closed = true
+	b.endStreamsLocked(EndSessionDeleted)
+}
+
+// SetLimits applies new limits: the ring evicts at once if it must; queue
+// limits apply to subscribers that join from now on. Zero fields keep the
+// defaults.
+func (b *Bus) SetLimits(l Limits) error {
+	l.fill()
+	if err := l.validate(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.limits = l
+	b.store.SetLimits(l.RingSize, l.RingMaxBytes)
+	return nil
+}
+
+// Stats are a bus's figures at one instant. Counters are cumulative.
+type Stats struct {
+	Session        string
+	Epoch          string
+	LastID         uint64
+	EarliestID     uint64 // 0 when the ring is empty
+	RingLen        int
+	RingBytes      int64
+	Subscribers    int
+	Published      uint64 // events that got an id
+	Delivered      uint64 // live frames queued to subscribers
+	SlowWarnings   uint64
+	EvictedQueue   uint64 // stream:lagged, queue_overflow
+	EvictedBytes   uint64 // stream:lagged, queue_bytes_overflow
+	GapRingEvicted uint64 // stream:gap served, ring_evicted
+	GapEpochReset  uint64 // stream:gap served, epoch_reset
+	Replayed       uint64 // events queued by replays
+	Limits         Limits
+}
+
+// Stats returns the bus's figures.
+func (b *Bus) Stats() Stats {
+	b.mu.Lock()
+	s := Stats{
+		Session: b.session, Epoch: b.epoch, LastID: b.lastID, EarliestID: b.store.Earliest(),
+		RingLen: b.store.Len(), RingBytes: b.store.Bytes(), Subscribers: len(b.subs), Limits: b.limits,
+	}
+	b.mu.Unlock()
+	s.Published = b.stats.published.Load()
+	s.Delivered = b.stats.delivered.Load()
+	s.SlowWarnings = b.stats.slowWarnings.Load()
+	s.EvictedQueue = b.stats.evictedQueue.Load()
+	s.EvictedBytes = b.stats.evictedBytes.Load()
+	s.GapRingEvicted = b.stats.gapRingEvicted.Load()
+	s.GapEpochReset = b.stats.gapEpochReset.Load()
+	s.Replayed = b.stats.replayed.Load()
+	return s
+}

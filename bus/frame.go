@@ -1,0 +1,356 @@
+package bus
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// SchemaVersion is the envelope's "v": the version of the wire schema.
+const SchemaVersion = 1
+
+// Reserved frame types, family stream (SPEC §4).
+const (
+	TypeReady    = "stream:ready"
+	TypeGap      = "stream:gap"
+	TypeReplayed = "stream:replayed"
+	TypeSlow     = "stream:slow"
+	TypeLagged   = "stream:lagged"
+	TypeError    = "stream:error"
+	TypeClosed   = "stream:closed"
+)
+
+// A Frame is one unit of a stream, encoded once: an event (ID > 0) or a
+// reserved stream:* frame (ID == 0). Frames are immutable and shared by every
+// subscriber and every replay; writers must not modify the bytes.
+type Frame struct {
+	// ID is the event id on the bus that encoded it, 0 for reserved frames.
+	ID uint64
+	// Type is the event type, e.g. "build:step" or "stream:ready".
+	Type string
+
+	sse       []byte // the complete SSE frame, ending in a blank line
+	jsonStart int    // sse[jsonStart:len(sse)-2] is the JSON envelope
+}
+
+// SSE returns the complete Server-Sent Events frame: "id:" (events only),
+// "event:" and "data:" lines and the terminating blank line.
+func (f *Frame) SSE() []byte { return f.sse }
+
+// JSON returns the one-line JSON envelope, the payload of a WebSocket text
+// frame. It shares memory with SSE.
+func (f *Frame) JSON() []byte { return f.sse[f.jsonStart : len(f.sse)-2] }
+
+// Size is the frame's encoded size in bytes, the figure queue and ring
+// byte limits count.
+func (f *Frame) Size() int { return len(f.sse) }
+
+// Reserved reports whether the frame is a stream:* frame (it has no id).
+func (f *Frame) Reserved() bool { return f.ID == 0 }
+
+// Event is what a publisher hands to Publish.
+type Event struct {
+	// Type is family:name.
+	Type string
+	// Data is the event's JSON payload; empty means null. It is validated and
+	// compacted to one line.
+	Data json.RawMessage
+	// Originator is the publisher's Localbus-Client-Id, "" when absent.
+	Originator string
+	// Session names the session the event belongs to. On a session's bus it
+	// defaults to the bus's name; on the global bus it is the source session.
+	Session string
+	// Seq is the event's id in its session, set on the global bus only.
+	Seq uint64
+	// Time is the publish time; zero means now.
+	Time time.Time
+}
+
+// prepared is an event validated and encoded up to its id: the envelope's
+// bytes after `{"id":N`.
+type prepared struct {
+	typ  string
+	tail *bytes.Buffer
+}
+
+var tailPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const timestampLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// prepare validates ev and encodes everything but its id. It does the work
+// that does not need the bus lock, so concurrent publishers encode in
+// parallel.
+func prepare(ev *Event, session string, allowLocalbus bool) (prepared, error) {
+	var err error
+	if allowLocalbus && FamilyOf(ev.Type) == FamilyLocalbus {
+		err = ValidateType(ev.Type)
+	} else {
+		err = ValidatePublishType(ev.Type)
+	}
+	if err != nil {
+		return prepared{}, err
+	}
+	if ev.Session != "" {
+		session = ev.Session
+	}
+	b := tailPool.Get().(*bytes.Buffer)
+	b.Reset()
+	b.WriteString(`,"v":1,"type":"`)
+	b.WriteString(ev.Type) // validated: nothing to escape
+	b.WriteByte('"')
+	if session != "" {
+		b.WriteString(`,"session":"`)
+		b.WriteString(session) // validated by the caller: nothing to escape
+		b.WriteByte('"')
+	}
+	if ev.Seq != 0 {
+		b.WriteString(`,"seq":`)
+		b.Write(strconv.AppendUint(b.AvailableBuffer(), ev.Seq, 10))
+	}
+	b.WriteString(`,"data":`)
+	if len(bytes.TrimSpace(ev.Data)) == 0 {
+		b.WriteString("null")
+	} else if err := json.Compact(b, ev.Data); err != nil {
+		tailPool.Put(b)
+		return prepared{}, inputError("data", "", "not valid JSON: "+err.Error())
+	}
+	t := ev.Time
+	if t.IsZero() {
+		t = time.Now()
+	}
+	b.WriteString(`,"timestamp":"`)
+	b.Write(t.UTC().AppendFormat(b.AvailableBuffer(), timestampLayout))
+	b.WriteByte('"')
+	if ev.Originator != "" {
+		b.WriteString(`,"originator":`)
+		b.Write(appendJSONString(b.AvailableBuffer(), ev.Originator))
+	}
+	b.WriteByte('}')
+	return prepared{typ: ev.Type, tail: b}, nil
+}
+
+func (p prepared) release() {
+	if p.tail != nil {
+		tailPool.Put(p.tail)
+	}
+}
+
+// size is the encoded size the frame will have with id.
+func (p prepared) size(id uint64) int {
+	idLen := decimalLen(id)
+	return len("id: ") + idLen + len("\nevent: ") + len(p.typ) + len("\ndata: ") + len(`{"id":`) + idLen + p.tail.Len() + 2
+}
+
+// frame builds the final frame with its id: one allocation for the bytes.
+func (p prepared) frame(id uint64) *Frame {
+	buf := make([]byte, 0, p.size(id))
+	buf = append(buf, "id: "...)
+	buf = strconv.AppendUint(buf, id, 10)
+	buf = append(buf, "\nevent: "...)
+	buf = append(buf, p.typ...)
+	buf = append(buf, "\ndata: "...)
+	start := len(buf)
+	buf = append(buf, `{"id":`...)
+	buf = strconv.AppendUint(buf, id, 10)
+	buf = append(buf, p.tail.Bytes()...)
+	buf = append(buf, "\n\n"...)
+	return &Frame{ID: id, Type: p.typ, sse: buf, jsonStart: start}
+}
+
+func decimalLen(n uint64) int {
+	l := 1
+	for n >= 10 {
+		n /= 10
+		l++
+	}
+	return l
+}
+
+// appendJSONString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD.
+func appendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				dst = append(dst, '\\', c)
+			case c < 0x20:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			default:
+				dst = append(dst, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, `\ufffd`...)
+		} else if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, `\u202`...)
+			dst = append(dst, hex[r&0xf])
+		} else {
+			dst = append(dst, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(dst, '"')
+}
+
+// ParseFrame rebuilds a Frame from a JSON envelope produced by this package,
+// as a journal stores it. It reads only the leading "id" and the "type".
+func ParseFrame(envelope []byte) (*Frame, error) {
+	var head struct {
+		ID   uint64 `json:"id"`
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(envelope, &head); err != nil {
+		return nil, inputError("envelope", "", err.Error())
+	}
+	if err := ValidateType(head.Type); err != nil {
+		return nil, err
+	}
+	return buildFrame(head.ID, head.Type, envelope), nil
+}
+
+// buildFrame wraps an encoded envelope in its SSE framing.
+func buildFrame(id uint64, typ string, envelope []byte) *Frame {
+	n := len("event: ") + len(typ) + len("\ndata: ") + len(envelope) + 2
+	if id != 0 {
+		n += len("id: ") + decimalLen(id) + 1
+	}
+	buf := make([]byte, 0, n)
+	if id != 0 {
+		buf = append(buf, "id: "...)
+		buf = strconv.AppendUint(buf, id, 10)
+		buf = append(buf, '\n')
+	}
+	buf = append(buf, "event: "...)
+	buf = append(buf, typ...)
+	buf = append(buf, "\ndata: "...)
+	start := len(buf)
+	buf = append(buf, envelope...)
+	buf = append(buf, "\n\n"...)
+	return &Frame{ID: id, Type: typ, sse: buf, jsonStart: start}
+}
+
+// ReadyData is the data of stream:ready, the first frame of every stream.
+type ReadyData struct {
+	// Cursor is the resume point the client asked for; on a new connection
+	// the bus's lastId (a safe anchor); null when a malformed Last-Event-ID
+	// was ignored and no ?since= was given.
+	Cursor     *uint64  `json:"cursor"`
+	LastID     uint64   `json:"lastId"`
+	EarliestID *uint64  `json:"earliestId"`
+	Epoch      string   `json:"epoch"`
+	Types      []string `json:"types"`
+	MaxQueued  int      `json:"maxQueued"`
+}
+
+// Gap reasons, the data.reason of stream:gap.
+const (
+	GapRingEvicted = "ring_evicted"
+	GapEpochReset  = "epoch_reset"
+)
+
+// GapData is the data of stream:gap: the resume point could not be served.
+type GapData struct {
+	Reason              string  `json:"reason"`
+	LastDeliveredID     uint64  `json:"lastDeliveredId"`
+	EarliestAvailableID *uint64 `json:"earliestAvailableId"`
+	LastID              uint64  `json:"lastId"`
+}
+
+// ReplayedData is the data of stream:replayed, sent after a resume's replay.
+type ReplayedData struct {
+	ReplayedCount       int     `json:"replayedCount"`
+	LastReplayedEventID *uint64 `json:"lastReplayedEventId"`
+}
+
+// SlowData is the data of stream:slow, the warning at 75% of a queue limit.
+type SlowData struct {
+	Queued         int   `json:"queued"`
+	MaxQueued      int   `json:"maxQueued"`
+	QueuedBytes    int64 `json:"queuedBytes"`
+	MaxQueuedBytes int64 `json:"maxQueuedBytes"`
+}
+
+// Lag reasons, the data.reason of stream:lagged.
+const (
+	LagQueueOverflow      = "queue_overflow"
+	LagQueueBytesOverflow = "queue_bytes_overflow"
+)
+
+// LaggedData is the data of stream:lagged, the terminal frame of an evicted
+// subscriber.
+type LaggedData struct {
+	Reason         string `json:"reason"`
+	QueueSize      int    `json:"queueSize"`
+	MaxQueued      int    `json:"maxQueued"`
+	QueuedBytes    int64  `json:"queuedBytes"`
+	MaxQueuedBytes int64  `json:"maxQueuedBytes"`
+	// EventBytes is the size of the frame that did not fit; bytes overflow only.
+	EventBytes *int64 `json:"eventBytes,omitempty"`
+}
+
+// ErrorData is the data of stream:error, the terminal frame of a stream
+// refused after its response began.
+type ErrorData struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// ClosedData is the data of stream:closed, the terminal frame of a stream the
+// daemon ended: its session was deleted, or the daemon is shutting down or
+// reloading.
+type ClosedData struct {
+	Reason  string `json:"reason"`
+	RetryMs int    `json:"retryMs"`
+}
+
+// Envelope is the decoded form of any frame, for clients and tests.
+type Envelope struct {
+	ID         uint64          `json:"id,omitempty"`
+	V          int             `json:"v"`
+	Type       string          `json:"type"`
+	Session    string          `json:"session,omitempty"`
+	Seq        uint64          `json:"seq,omitempty"`
+	Data       json.RawMessage `json:"data"`
+	Timestamp  string          `json:"timestamp"`
+	Originator string          `json:"originator,omitempty"`
+}
+
+// reservedFrame encodes a stream:* frame with the given data. session may be
+// "" (the global bus).
+func reservedFrame(typ, session string, data any) *Frame {
+	d, err := json.Marshal(data)
+	if err != nil {
+		// The data types above always marshal; keep Publish panic-free anyway.
+		d = []byte("null")
+	}
+	env := make([]byte, 0, 96+len(d))
+	env = append(env, `{"v":1,"type":"`...)
+	env = append(env, typ...)
+	env = append(env, '"')
+	if session != "" {
+		env = append(env, `,"session":"`...)
+		env = append(env, session...)
+		env = append(env, '"')
+	}
+	env = append(env, `,"data":`...)
+	env = append(env, d...)
+	env = append(env, `,"timestamp":"`...)
+	env = time.Now().UTC().AppendFormat(env, timestampLayout)
+	env = append(env, `"}`...)
+	return buildFrame(0, typ, env)
+}
+
+// ErrorFrame builds a terminal stream:error frame, for the router to send when
+// a stream is refused after its response began (SPEC §4).
+func ErrorFrame(session, code, message string) *Frame {
+	return reservedFrame(TypeError, session, ErrorData{Code: code, Message: message})
+}

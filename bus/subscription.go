@@ -1,0 +1,237 @@
+package bus
+
+import (
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+)
+
+// EndReason says why a subscription ended.
+type EndReason string
+
+// The reasons a subscription ends.
+const (
+	EndNone           EndReason = ""                // still open
+	EndLagged         EndReason = "lagged"          // evicted as a slow reader: stream:lagged was queued
+	EndSessionDeleted EndReason = "session_deleted" // the bus was closed: stream:closed was queued
+	EndShutdown       EndReason = "shutdown"        // the daemon is stopping: stream:closed was queued
+	EndReload         EndReason = "reload"          // the daemon is reloading: stream:closed was queued
+	EndCancelled      EndReason = "cancelled"       // Close or the context: queued frames were dropped
+)
+
+// A Subscription is one subscriber's queue of frames. It is safe for
+// concurrent use, but it is meant to have one writer goroutine that loops on
+// Ready and Take.
+type Subscription struct {
+	bus       *Bus
+	family    string // fixed restriction to one family; "" for none
+	maxQueued int
+	maxBytes  int64
+	session   string // for the reserved frames it gets
+	ready     chan struct{}
+	stopCtx   func() bool // stops the context.AfterFunc
+	filter    atomic.Pointer[Filter]
+	index     int // position in bus.subs; -1 once removed. Guarded by bus.mu.
+
+	mu        sync.Mutex // guards the fields below
+	q         []entry
+	live      int   // queued live frames
+	liveBytes int64 // their encoded size
+	waiting   bool  // the writer's last Take returned nothing
+	warned    bool  // stream:slow sent; re-armed at 37.5%
+	end       EndReason
+	dropped   bool // Close was called: Take returns nothing more
+}
+
+// entry is a queued frame. counted reports whether it counts toward the live
+// limits (a live frame that was buffered); forced and handed-off frames do not.
+type entry struct {
+	f       *Frame
+	counted bool
+}
+
+// largeQueue is the capacity above which a drained queue's array is released,
+// so that a replay of thousands of frames does not pin memory on an idle stream.
+const largeQueue = 256
+
+// Ready returns a channel that has a value when frames may be waiting or the
+// stream has ended. After receiving from it, call Take.
+func (s *Subscription) Ready() <-chan struct{} { return s.ready }
+
+func (s *Subscription) notify() {
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+}
+
+// Take appends every queued frame to dst and returns it, emptying the queue.
+// ended reports that the stream is over: the frames returned are the last
+// (the terminal frame, if any, is the final one) and the writer should stop.
+// Take never blocks on anything but the subscription's own lock.
+func (s *Subscription) Take(dst []*Frame) (frames []*Frame, ended bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dropped {
+		return dst, true
+	}
+	for i := range s.q {
+		dst = append(dst, s.q[i].f)
+	}
+	took := len(s.q)
+	if cap(s.q) > largeQueue {
+		s.q = nil
+	} else {
+		clear(s.q)
+		s.q = s.q[:0]
+	}
+	s.live, s.liveBytes = 0, 0
+	s.rearmLocked()
+	ended = s.end != EndNone
+	s.waiting = took == 0 && !ended
+	return dst, ended
+}
+
+// End reports why the subscription ended, or EndNone while it is open. It is
+// final once Take has reported ended.
+func (s *Subscription) End() EndReason {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.end
+}
+
+// Close removes the subscriber from its bus at once and drops its queued
+// frames. It is idempotent and safe to call from any goroutine; it is what
+// cancelling the context given to Subscribe does.
+func (s *Subscription) Close() {
+	if s.stopCtx != nil {
+		s.stopCtx()
+	}
+	s.bus.remove(s)
+	s.mu.Lock()
+	if s.end == EndNone {
+		s.end = EndCancelled
+	}
+	s.dropped = true
+	s.q = nil
+	s.live, s.liveBytes = 0, 0
+	s.mu.Unlock()
+	s.notify()
+}
+
+// Filter returns the subscription's current type filter; nil means
+// everything (within its family, for a family stream).
+func (s *Subscription) Filter() *Filter { return s.filter.Load() }
+
+// SetFilter replaces the type filter for live events from now on; it replays
+// nothing. On a family stream every entry must lie in that family, else it
+// is an *InputError and the filter is unchanged.
+func (s *Subscription) SetFilter(f *Filter) error {
+	if s.family != "" && !f.Within(s.family) {
+		return inputError("types", "", "outside family "+s.family)
+	}
+	s.filter.Store(f)
+	return nil
+}
+
+// Family returns the family a family stream is restricted to, or "".
+func (s *Subscription) Family() string { return s.family }
+
+// MaxQueued is the subscription's live frame limit.
+func (s *Subscription) MaxQueued() int { return s.maxQueued }
+
+// Stats are a subscription's queue figures at one instant.
+type SubscriptionStats struct {
+	Queued    int   // frames queued, forced ones included
+	Live      int   // live frames counted toward maxQueued
+	LiveBytes int64 // their bytes
+	Warned    bool  // a stream:slow was sent and has not re-armed
+	End       EndReason
+}
+
+// Stats returns the subscription's queue figures.
+func (s *Subscription) Stats() SubscriptionStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return SubscriptionStats{Queued: len(s.q), Live: s.live, LiveBytes: s.liveBytes, Warned: s.warned, End: s.end}
+}
+
+// matches reports whether the subscriber wants an event of type t.
+func (s *Subscription) matches(t string) bool {
+	if s.family != "" && FamilyOf(t) != s.family {
+		return false
+	}
+	return s.filter.Load().Match(t)
+}
+
+// pushForcedLocked queues a frame outside the live limits. s.mu must be held.
+func (s *Subscription) pushForcedLocked(f *Frame) {
+	s.q = append(s.q, entry{f: f})
+}
+
+// pushLiveLocked queues a live event, applying the limits, the slow warning
+// and eviction. It reports whether the subscriber was evicted. s.mu must be
+// held, and the subscription must not have ended.
+func (s *Subscription) pushLiveLocked(f *Frame, st *counters) (evicted bool) {
+	if s.waiting && len(s.q) == 0 {
+		// Handed straight to a writer that is waiting: no accounting.
+		s.q = append(s.q, entry{f: f})
+		s.waiting = false
+		return false
+	}
+	size := int64(f.Size())
+	if s.live > 0 {
+		if s.live+1 > s.maxQueued {
+			s.evictLocked(LagQueueOverflow, 0)
+			st.evictedQueue.Add(1)
+			return true
+		}
+		if s.liveBytes+size > s.maxBytes {
+			s.evictLocked(LagQueueBytesOverflow, size)
+			st.evictedBytes.Add(1)
+			return true
+		}
+	}
+	s.q = append(s.q, entry{f: f, counted: true})
+	s.live++
+	s.liveBytes += size
+	if !s.warned && (s.live*4 >= s.maxQueued*3 || s.liveBytes*4 >= s.maxBytes*3) {
+		s.warned = true
+		st.slowWarnings.Add(1)
+		s.pushForcedLocked(reservedFrame(TypeSlow, s.session, SlowData{
+			Queued: s.live, MaxQueued: s.maxQueued, QueuedBytes: s.liveBytes, MaxQueuedBytes: s.maxBytes,
+		}))
+	}
+	return false
+}
+
+// rearmLocked re-arms the slow warning once both figures are at 37.5% or below.
+func (s *Subscription) rearmLocked() {
+	if s.warned && s.live*8 <= s.maxQueued*3 && s.liveBytes*8 <= s.maxBytes*3 {
+		s.warned = false
+	}
+}
+
+// evictLocked ends the stream with stream:lagged. eventBytes is the size of
+// the frame that did not fit, for a bytes overflow.
+func (s *Subscription) evictLocked(reason string, eventBytes int64) {
+	d := LaggedData{Reason: reason, QueueSize: s.live, MaxQueued: s.maxQueued, QueuedBytes: s.liveBytes, MaxQueuedBytes: s.maxBytes}
+	if reason == LagQueueBytesOverflow {
+		d.EventBytes = &eventBytes
+	}
+	s.pushForcedLocked(reservedFrame(TypeLagged, s.session, d))
+	s.end = EndLagged
+}
+
+// closeLocked ends the stream with stream:closed after what is queued.
+func (s *Subscription) closeLocked(reason EndReason) {
+	if s.end != EndNone {
+		return
+	}
+	s.pushForcedLocked(reservedFrame(TypeClosed, s.session, ClosedData{Reason: string(reason), RetryMs: retryHint()}))
+	s.end = reason
+}
+
+// retryHint is stream:closed's retryMs: 500 ms to 1.5 s, jittered so that
+// thousands of clients do not come back in the same millisecond.
+func retryHint() int { return 500 + rand.IntN(1000) }

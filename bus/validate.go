@@ -1,0 +1,186 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// MaxCursor is the largest cursor a client may send: 2^53−1, the largest
+// integer every JSON implementation represents exactly.
+const MaxCursor = 1<<53 - 1
+
+// The range a client may ask for with ?maxQueued=.
+const (
+	MinMaxQueued = 16
+	MaxMaxQueued = 2048
+)
+
+// The families only the daemon emits. Publishing an event of either is refused.
+const (
+	FamilyStream   = "stream"
+	FamilyLocalbus = "localbus"
+)
+
+// InputError reports bad input: an invalid event type, session id, cursor,
+// filter or limit. Field names what was wrong, so the router can turn it into
+// a 400 whose message a user can act on.
+type InputError struct {
+	Field  string // "type", "session", "cursor", "types", "maxQueued", "data", ...
+	Value  string // the offending value, shortened
+	Reason string
+}
+
+func (e *InputError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("bus: invalid %s: %s", e.Field, e.Reason)
+	}
+	return fmt.Sprintf("bus: invalid %s %q: %s", e.Field, e.Value, e.Reason)
+}
+
+func inputError(field, value, reason string) *InputError {
+	const max = 80
+	if len(value) > max {
+		value = value[:max] + "…"
+	}
+	return &InputError{Field: field, Value: value, Reason: reason}
+}
+
+// IsInputError reports whether err is (or wraps) an *InputError.
+func IsInputError(err error) bool {
+	var ie *InputError
+	return errors.As(err, &ie)
+}
+
+// ValidateFamily checks a family name: [a-z][a-z0-9_-]{0,31}.
+func ValidateFamily(f string) error {
+	if !validFamily(f) {
+		return inputError("family", f, "want [a-z][a-z0-9_-]{0,31}")
+	}
+	return nil
+}
+
+func validFamily(f string) bool {
+	if len(f) < 1 || len(f) > 32 || f[0] < 'a' || f[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(f); i++ {
+		c := f[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func validName(n string) bool {
+	if len(n) < 1 || len(n) > 64 {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// splitType splits "family:name" at its first colon.
+func splitType(t string) (family, name string, ok bool) {
+	for i := 0; i < len(t); i++ {
+		if t[i] == ':' {
+			return t[:i], t[i+1:], true
+		}
+	}
+	return "", "", false
+}
+
+// FamilyOf returns the family of an event type ("build" for "build:step"),
+// or "" when t has no colon.
+func FamilyOf(t string) string {
+	f, _, _ := splitType(t)
+	return f
+}
+
+// IsReservedFamily reports whether only the daemon may emit events of family f.
+func IsReservedFamily(f string) bool {
+	return f == FamilyStream || f == FamilyLocalbus
+}
+
+// ValidateType checks the syntax of an event type, family:name, where family
+// matches [a-z][a-z0-9_-]{0,31} and name [A-Za-z0-9_.-]{1,64}. It does not
+// refuse reserved families; see ValidatePublishType.
+func ValidateType(t string) error {
+	f, n, ok := splitType(t)
+	if !ok {
+		return inputError("type", t, "want family:name")
+	}
+	if !validFamily(f) {
+		return inputError("type", t, "family must match [a-z][a-z0-9_-]{0,31}")
+	}
+	if !validName(n) {
+		return inputError("type", t, "name must match [A-Za-z0-9_.-]{1,64}")
+	}
+	return nil
+}
+
+// ValidatePublishType checks an event type a client wants to publish: valid
+// syntax and not of a reserved family.
+func ValidatePublishType(t string) error {
+	if err := ValidateType(t); err != nil {
+		return err
+	}
+	if f := FamilyOf(t); IsReservedFamily(f) {
+		return inputError("type", t, "family "+f+" is reserved for the daemon")
+	}
+	return nil
+}
+
+// ValidateSessionID checks a session id: [A-Za-z0-9][A-Za-z0-9._-]{0,127}.
+// A valid id is safe as a path component: it is never "." or "..", and holds
+// no slash.
+func ValidateSessionID(id string) error {
+	if len(id) < 1 || len(id) > 128 {
+		return inputError("session", id, "want 1 to 128 characters of [A-Za-z0-9._-], starting with a letter or digit")
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || !(c == '.' || c == '_' || c == '-')) {
+			return inputError("session", id, "want 1 to 128 characters of [A-Za-z0-9._-], starting with a letter or digit")
+		}
+	}
+	return nil
+}
+
+// ParseCursor parses a resume cursor strictly: one or more ASCII digits
+// (leading zeros allowed), at most MaxCursor. Signs, spaces, hex and the empty
+// string are errors.
+func ParseCursor(s string) (uint64, error) {
+	if s == "" {
+		return 0, inputError("cursor", s, "empty")
+	}
+	var n uint64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, inputError("cursor", s, "want decimal digits only")
+		}
+		n = n*10 + uint64(c-'0')
+		if n > MaxCursor {
+			return 0, inputError("cursor", s, "larger than 2^53-1")
+		}
+	}
+	return n, nil
+}
+
+// ParseMaxQueued parses a client's ?maxQueued=: a plain decimal in
+// [MinMaxQueued, MaxMaxQueued].
+func ParseMaxQueued(s string) (int, error) {
+	n, err := ParseCursor(s)
+	if err != nil || n < MinMaxQueued || n > MaxMaxQueued {
+		return 0, inputError("maxQueued", s, "want a decimal number from "+strconv.Itoa(MinMaxQueued)+" to "+strconv.Itoa(MaxMaxQueued))
+	}
+	return int(n), nil
+}
