@@ -1,0 +1,162 @@
+package systemd
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// DefaultBinary is the path of the localbus executable in the unit files as
+// shipped, and what [Units] uses when given none.
+const DefaultBinary = "/usr/local/bin/localbus"
+
+// unitFiles holds the unit files: the system variants at the top, the
+// variants for the per-user service manager under user/.
+//
+//go:embed localbus.socket localbus.service user/localbus.socket user/localbus.service
+var unitFiles embed.FS
+
+// unitNames lists the units in the order they are installed and printed.
+var unitNames = []string{"localbus.socket", "localbus.service"}
+
+// A Unit is a systemd unit file ready to install.
+type Unit struct {
+	// Name is the unit's file name, such as "localbus.socket".
+	Name string
+	// Content is the unit file.
+	Content []byte
+}
+
+// Units returns the unit files, the socket first and then the service, with
+// ExecStart= running binary. user selects the variants for the per-user
+// service manager (systemctl --user) instead of the system ones. An empty
+// binary means [DefaultBinary].
+//
+// binary must be an absolute, clean path without control characters, quotes
+// or backslashes, which systemd refuses in an executable name; spaces and
+// "%" are quoted and escaped for the unit file.
+func Units(user bool, binary string) ([]Unit, error) {
+	if binary == "" {
+		binary = DefaultBinary
+	}
+	if err := checkBinary(binary); err != nil {
+		return nil, err
+	}
+	dir := "."
+	if user {
+		dir = "user"
+	}
+	old := "ExecStart=" + DefaultBinary + " "
+	repl := "ExecStart=" + quoteExec(binary) + " "
+	units := make([]Unit, 0, len(unitNames))
+	for _, name := range unitNames {
+		b, err := unitFiles.ReadFile(path.Join(dir, name))
+		if err != nil {
+			return nil, fmt.Errorf("systemd: embedded unit: %w", err)
+		}
+		s := strings.ReplaceAll(string(b), old, repl)
+		units = append(units, Unit{Name: name, Content: []byte(s)})
+	}
+	return units, nil
+}
+
+// checkBinary applies systemd's rules for an executable path.
+func checkBinary(p string) error {
+	if !filepath.IsAbs(p) {
+		return fmt.Errorf("systemd: binary path %q is not absolute", p)
+	}
+	if filepath.Clean(p) != p {
+		return fmt.Errorf("systemd: binary path %q is not clean", p)
+	}
+	for _, r := range p {
+		if r < ' ' || r == 0x7f || r == '"' || r == '\'' || r == '\\' {
+			return fmt.Errorf("systemd: binary path %q has a character systemd refuses in an executable name", p)
+		}
+	}
+	return nil
+}
+
+// quoteExec writes p as the first word of an Exec*= line: "%" starts a
+// specifier, so it is doubled, and a path with a space is quoted. checkBinary
+// has ruled out the characters that would need escaping inside quotes.
+func quoteExec(p string) string {
+	p = strings.ReplaceAll(p, "%", "%%")
+	if strings.ContainsAny(p, " ") {
+		p = `"` + p + `"`
+	}
+	return p
+}
+
+// UnitDir returns the directory where administrators install unit files:
+// /etc/systemd/system for the system service manager, and for the per-user
+// one $XDG_CONFIG_HOME/systemd/user, or ~/.config/systemd/user when
+// XDG_CONFIG_HOME is unset or not absolute.
+func UnitDir(user bool) (string, error) {
+	if !user {
+		return "/etc/systemd/system", nil
+	}
+	if c := os.Getenv("XDG_CONFIG_HOME"); filepath.IsAbs(c) {
+		return filepath.Join(c, "systemd", "user"), nil
+	}
+	home := os.Getenv("HOME")
+	if !filepath.IsAbs(home) {
+		return "", errors.New("systemd: neither XDG_CONFIG_HOME nor HOME is an absolute path")
+	}
+	return filepath.Join(home, ".config", "systemd", "user"), nil
+}
+
+// Install writes units into dir, creating dir (mode 0755) if needed. Each file
+// gets mode 0644 and replaces any file of that name atomically: a reader sees
+// the old unit or the new one, never a part. Install stops at the first
+// error.
+//
+// The service manager does not see new or changed units until
+// "systemctl daemon-reload" (with --user for the per-user manager); then
+// "systemctl enable --now localbus.socket" starts listening.
+func Install(dir string, units []Unit) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("systemd: install: %w", err)
+	}
+	for _, u := range units {
+		if u.Name == "" || u.Name != filepath.Base(u.Name) || u.Name == "." || u.Name == ".." {
+			return fmt.Errorf("systemd: install: invalid unit name %q", u.Name)
+		}
+		if err := writeFile(filepath.Join(dir, u.Name), u.Content); err != nil {
+			return fmt.Errorf("systemd: install: %w", err)
+		}
+	}
+	return nil
+}
+
+// writeFile writes b to name through a temporary file in the same directory
+// and a rename.
+func writeFile(name string, b []byte) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if _, err := f.Write(b); err != nil {
+		return err
+	}
+	// CreateTemp makes the file 0600; units are world-readable.
+	if err := f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), name)
+}
