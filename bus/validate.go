@@ -1,6 +1,8 @@
 package bus
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -183,4 +185,17 @@ func ParseMaxQueued(s string) (int, error) {
 		return 0, inputError("maxQueued", s, "want a decimal number from "+strconv.Itoa(MinMaxQueued)+" to "+strconv.Itoa(MaxMaxQueued))
 	}
 	return int(n), nil
+}
+
+// ValidateEvent checks what Publish would check of ev, without encoding it:
+// a publishable type and JSON data. It lets a caller refuse a batch before it
+// acts on it (say, before creating a session for it).
+func ValidateEvent(ev *Event) error {
+	if err := ValidatePublishType(ev.Type); err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(ev.Data)) > 0 && !json.Valid(ev.Data) {
+		return inputError("data", "", "not valid JSON")
+	}
+	return nil
 }

@@ -1,0 +1,298 @@
+package hub
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/localbus/localbus/bus"
+)
+
+// Errors a Hub returns; the router maps them to HTTP statuses.
+var (
+	ErrNotFound     = errors.New("hub: no such session")
+	ErrExists       = errors.New("hub: session exists")
+	ErrSessionLimit = errors.New("hub: session limit reached")
+	ErrClosed       = errors.New("hub: closed")
+)
+
+// Default limits of the SPEC (§2, §10).
+const (
+	DefaultMaxSessions = 4096
+)
+
+// Options configure a Hub. Zero values mean the defaults.
+type Options struct {
+	// Limits apply to every bus; a session created with its own ring size
+	// keeps that size.
+	Limits bus.Limits
+	// MaxSessions bounds the number of sessions; default 4096.
+	MaxSessions int
+	// AutoCreate makes a publish to a missing session create it.
+	AutoCreate bool
+	// GlobalEpoch is the global bus's epoch; "" means a fresh one.
+	GlobalEpoch string
+}
+
+// A Hub is the set of sessions and the global bus. All methods are safe for
+// concurrent use.
+type Hub struct {
+	global *bus.Bus
+
+	mu       sync.Mutex // guards the fields below
+	closed   bool
+	opts     Options
+	sessions map[string]*Session
+}
+
+// A Session is one named bus in the hub.
+type Session struct {
+	ID string
+	// Bus is the session's event bus.
+	Bus *bus.Bus
+	// RingSize is the ring size the session was created with, 0 for the
+	// daemon's default.
+	RingSize int
+
+	publishMu sync.Mutex // orders the session's events onto the global bus
+}
+
+// New returns a hub with an empty set of sessions.
+func New(opts Options) (*Hub, error) {
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = DefaultMaxSessions
+	}
+	l := opts.Limits
+	g, err := bus.New(bus.Options{
+		Epoch: opts.GlobalEpoch, RingSize: l.RingSize, RingMaxBytes: l.RingMaxBytes,
+		MaxQueued: l.MaxQueued, MaxQueuedBytes: l.MaxQueuedBytes, MaxSubscribers: l.MaxSubscribers,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Hub{global: g, opts: opts, sessions: make(map[string]*Session)}, nil
+}
+
+// Global returns the global bus.
+func (h *Hub) Global() *bus.Bus { return h.global }
+
+// Session returns the session named id.
+func (h *Hub) Session(id string) (*Session, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s, ok := h.sessions[id]
+	return s, ok
+}
+
+// Sessions returns every session, sorted by id.
+func (h *Hub) Sessions() []*Session {
+	h.mu.Lock()
+	out := make([]*Session, 0, len(h.sessions))
+	for _, s := range h.sessions {
+		out = append(out, s)
+	}
+	h.mu.Unlock()
+	slices.SortFunc(out, func(a, b *Session) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Len returns the number of sessions.
+func (h *Hub) Len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.sessions)
+}
+
+// Create makes a new session. ringSize 0 means the hub's ring size. It
+// returns ErrExists, ErrSessionLimit, or an *bus.InputError for a bad id or
+// ring size.
+func (h *Hub) Create(id string, ringSize int) (*Session, error) {
+	if err := bus.ValidateSessionID(id); err != nil {
+		return nil, err
+	}
+	if ringSize < 0 || ringSize > bus.MaxRingSize {
+		return nil, &bus.InputError{Field: "ringSize", Reason: "want 1 to 1000000"}
+	}
+	h.mu.Lock()
+	s, err := h.createLocked(id, ringSize)
+	h.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	h.announce("localbus:session-opened", id)
+	return s, nil
+}
+
+func (h *Hub) createLocked(id string, ringSize int) (*Session, error) {
+	if h.closed {
+		return nil, ErrClosed
+	}
+	if _, ok := h.sessions[id]; ok {
+		return nil, ErrExists
+	}
+	if len(h.sessions) >= h.opts.MaxSessions {
+		return nil, ErrSessionLimit
+	}
+	l := h.opts.Limits
+	if ringSize > 0 {
+		l.RingSize = ringSize
+	}
+	b, err := bus.New(bus.Options{
+		Session: id, RingSize: l.RingSize, RingMaxBytes: l.RingMaxBytes,
+		MaxQueued: l.MaxQueued, MaxQueuedBytes: l.MaxQueuedBytes, MaxSubscribers: l.MaxSubscribers,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{ID: id, Bus: b, RingSize: ringSize}
+	h.sessions[id] = s
+	return s, nil
+}
+
+// Delete closes a session's bus (its streams get stream:closed with reason
+// session_deleted) and forgets it. It returns ErrNotFound for an unknown id.
+func (h *Hub) Delete(id string) error {
+	h.mu.Lock()
+	s, ok := h.sessions[id]
+	delete(h.sessions, id)
+	h.mu.Unlock()
+	if !ok {
+		return ErrNotFound
+	}
+	s.Bus.Close()
+	h.announce("localbus:session-closed", id)
+	return nil
+}
+
+// announce publishes a localbus:* event about a session on the global bus.
+func (h *Hub) announce(typ, id string) {
+	data, _ := json.Marshal(struct {
+		Session string `json:"session"`
+	}{id})
+	// The global bus is closed only by Close; nothing to report then.
+	h.global.PublishDaemon(bus.Event{Type: typ, Data: data})
+}
+
+// Publish appends events to session id as one all-or-nothing batch, then to
+// the global bus with their session and seq. It creates the session first
+// when it is missing and AutoCreate is on; otherwise a missing session is
+// ErrNotFound. It returns the session ids assigned.
+func (h *Hub) Publish(id string, events []bus.Event) (first, last uint64, err error) {
+	if err := bus.ValidateSessionID(id); err != nil {
+		return 0, 0, err
+	}
+	s, err := h.open(id, events)
+	if err != nil {
+		return 0, 0, err
+	}
+	s.publishMu.Lock()
+	defer s.publishMu.Unlock()
+	first, last, err = s.Bus.Publish(events...)
+	if err != nil {
+		if errors.Is(err, bus.ErrClosed) {
+			// Deleted between lookup and publish: as if it never existed.
+			return 0, 0, ErrNotFound
+		}
+		return 0, 0, err
+	}
+	global := make([]bus.Event, len(events))
+	for i, ev := range events {
+		ev.Session = id
+		ev.Seq = first + uint64(i)
+		global[i] = ev
+	}
+	// The events were valid for the session's bus, so they are for the global one.
+	h.global.Publish(global...)
+	return first, last, nil
+}
+
+// open returns the session, creating it if AutoCreate allows and the events
+// are valid: a batch that would be refused creates nothing.
+func (h *Hub) open(id string, events []bus.Event) (*Session, error) {
+	h.mu.Lock()
+	if s, ok := h.sessions[id]; ok {
+		h.mu.Unlock()
+		return s, nil
+	}
+	auto := h.opts.AutoCreate
+	h.mu.Unlock()
+	if !auto {
+		return nil, ErrNotFound
+	}
+	for i := range events {
+		if err := bus.ValidateEvent(&events[i]); err != nil {
+			return nil, err
+		}
+	}
+	h.mu.Lock()
+	if s, ok := h.sessions[id]; ok {
+		h.mu.Unlock()
+		return s, nil
+	}
+	s, err := h.createLocked(id, 0)
+	h.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	h.announce("localbus:session-opened", id)
+	return s, nil
+}
+
+// EndStreams ends every stream of every bus, global included, with
+// stream:closed and reason (shutdown or reload). Buses, rings and ids stay.
+func (h *Hub) EndStreams(reason bus.EndReason) {
+	for _, s := range h.Sessions() {
+		s.Bus.EndStreams(reason)
+	}
+	h.global.EndStreams(reason)
+}
+
+// Subscribers returns the number of subscribers across every bus.
+func (h *Hub) Subscribers() int {
+	n := h.global.Stats().Subscribers
+	for _, s := range h.Sessions() {
+		n += s.Bus.Stats().Subscribers
+	}
+	return n
+}
+
+// SetOptions applies new limits and settings (on reload). Ring limits apply
+// at once to every bus; a session created with its own ring size keeps it.
+func (h *Hub) SetOptions(opts Options) error {
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = DefaultMaxSessions
+	}
+	if err := h.global.SetLimits(opts.Limits); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.opts.Limits, h.opts.MaxSessions, h.opts.AutoCreate = opts.Limits, opts.MaxSessions, opts.AutoCreate
+	h.mu.Unlock()
+	for _, s := range h.Sessions() {
+		l := opts.Limits
+		if s.RingSize > 0 {
+			l.RingSize = s.RingSize
+		}
+		if err := s.Bus.SetLimits(l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close closes every bus; Publish, Create and Subscribe fail from then on.
+// Streams still open get stream:closed with reason session_deleted, so the
+// daemon calls EndStreams with the real reason first.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	h.closed = true
+	sessions := h.sessions
+	h.sessions = map[string]*Session{}
+	h.mu.Unlock()
+	for _, s := range sessions {
+		s.Bus.Close()
+	}
+	h.global.Close()
+}
