@@ -1,0 +1,151 @@
+package ipc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/localbus/localbus/bus"
+)
+
+// A controlFrame is a WebSocket control frame from a client (SPEC §5).
+type controlFrame struct {
+	Op string
+	// Types is the filter named; nil with Null for {"types": null}.
+	Types *bus.Filter
+	// Null reports that "types" was JSON null (only "set" accepts it).
+	Null bool
+}
+
+// Control ops.
+const (
+	opSubscribe   = "subscribe"
+	opUnsubscribe = "unsubscribe"
+	opSet         = "set"
+)
+
+// parseControl decodes and validates one control frame. It accepts exactly
+// {"op": OP, "types": [...]} (and "types": null for set); anything else is
+// an error whose text is fit for the client.
+func parseControl(data []byte) (controlFrame, error) {
+	var raw struct {
+		Op    string          `json:"op"`
+		Types json.RawMessage `json:"types"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return controlFrame{}, fmt.Errorf("malformed control frame: %v", err)
+	}
+	if dec.More() {
+		return controlFrame{}, errors.New("malformed control frame: trailing data")
+	}
+	cf := controlFrame{Op: raw.Op}
+	switch raw.Op {
+	case opSubscribe, opUnsubscribe, opSet:
+	case "":
+		return cf, errors.New(`missing "op": want subscribe, unsubscribe or set`)
+	default:
+		return cf, fmt.Errorf("unknown op %q: want subscribe, unsubscribe or set", shorten(raw.Op))
+	}
+	if len(raw.Types) == 0 {
+		return cf, errors.New(`missing "types"`)
+	}
+	if bytes.Equal(bytes.TrimSpace(raw.Types), []byte("null")) {
+		if raw.Op != opSet {
+			return cf, fmt.Errorf(`%s needs a list of types; only set accepts null`, raw.Op)
+		}
+		cf.Null = true
+		return cf, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw.Types, &list); err != nil {
+		return cf, errors.New(`"types" must be a list of strings or null`)
+	}
+	f, err := bus.NewFilter(list)
+	if err != nil {
+		var ie *bus.InputError
+		if errors.As(err, &ie) {
+			return cf, fmt.Errorf("types: %s", ie.Reason+valueSuffix(ie.Value))
+		}
+		return cf, err
+	}
+	cf.Types = f
+	return cf, nil
+}
+
+func valueSuffix(v string) string {
+	if v == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (%q)", v)
+}
+
+func shorten(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+// controlReply is the server's answer to a control frame.
+type controlReply struct {
+	Op      string   `json:"op"`
+	Types   []string `json:"types"`
+	Message string   `json:"message,omitempty"`
+}
+
+// MarshalJSON writes "types" for subscribed replies only.
+func (r controlReply) MarshalJSON() ([]byte, error) {
+	if r.Op == "error" {
+		return json.Marshal(struct {
+			Op      string `json:"op"`
+			Message string `json:"message"`
+		}{r.Op, r.Message})
+	}
+	return json.Marshal(struct {
+		Op    string   `json:"op"`
+		Types []string `json:"types"`
+	}{r.Op, r.Types})
+}
+
+func errorReply(msg string) []byte {
+	b, _ := json.Marshal(controlReply{Op: "error", Message: msg})
+	return b
+}
+
+// applyControl applies one control frame to sub and returns the reply. A
+// refused frame leaves the filter as it was.
+func applyControl(sub *bus.Subscription, data []byte) []byte {
+	cf, err := parseControl(data)
+	if err != nil {
+		return errorReply(err.Error())
+	}
+	cur := sub.Filter()
+	var next *bus.Filter
+	switch cf.Op {
+	case opSubscribe:
+		next = cur.Add(cf.Types)
+	case opUnsubscribe:
+		if cur == nil {
+			return errorReply("the stream is unfiltered: nothing to unsubscribe from; use set")
+		}
+		var ok bool
+		next, ok = cur.Remove(cf.Types)
+		if !ok {
+			return errorReply("that would remove every type; use set")
+		}
+	case opSet:
+		next = cf.Types
+	}
+	if err := sub.SetFilter(next); err != nil {
+		var ie *bus.InputError
+		if errors.As(err, &ie) {
+			return errorReply("types: " + ie.Reason)
+		}
+		return errorReply(err.Error())
+	}
+	b, _ := json.Marshal(controlReply{Op: "subscribed", Types: next.Types()})
+	return b
+}

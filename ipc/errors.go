@@ -1,0 +1,85 @@
+package ipc
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/hub"
+)
+
+// Error is an HTTP error with the JSON body of SPEC §6:
+// {"error":{"code":"…","message":"…"}}. Every refusal the router makes goes
+// through it, so a client can rely on the shape.
+type Error struct {
+	Status  int    // HTTP status
+	Code    string // machine-readable, e.g. "invalid_type", "not_found"
+	Message string // for people
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("ipc: %d %s: %s", e.Status, e.Code, e.Message) }
+
+// errorf builds an *Error.
+func errorf(status int, code, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorBody is the JSON shape of every error response.
+type ErrorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// asError maps any error the router meets to the *Error it answers with.
+func asError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	var ie *bus.InputError
+	if errors.As(err, &ie) {
+		return &Error{Status: http.StatusBadRequest, Code: "invalid_" + ie.Field, Message: ie.Error()}
+	}
+	switch {
+	case errors.Is(err, hub.ErrNotFound), errors.Is(err, bus.ErrClosed):
+		return errorf(http.StatusNotFound, "not_found", "no such session")
+	case errors.Is(err, hub.ErrExists):
+		return errorf(http.StatusConflict, "session_exists", "session already exists")
+	case errors.Is(err, hub.ErrSessionLimit):
+		return errorf(http.StatusTooManyRequests, "session_limit", "the daemon's session limit is reached")
+	case errors.Is(err, bus.ErrSubscriberLimit):
+		return errorf(http.StatusTooManyRequests, "subscriber_limit", "the subscriber limit is reached")
+	case errors.Is(err, hub.ErrClosed):
+		return errorf(http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down")
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return errorf(http.StatusRequestEntityTooLarge, "body_too_large", "request body larger than %d bytes", mbe.Limit)
+	}
+	return errorf(http.StatusInternalServerError, "internal", "%v", err)
+}
+
+// writeError answers with err as a JSON error body.
+func writeError(w http.ResponseWriter, err error) {
+	e := asError(err)
+	var body ErrorBody
+	body.Error.Code, body.Error.Message = e.Code, e.Message
+	writeJSON(w, e.Status, body)
+}
+
+// writeJSON answers with v as a one-line JSON body.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":{"code":"internal","message":"response encoding failed"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}

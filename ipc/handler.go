@@ -1,0 +1,247 @@
+package ipc
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/localbus/localbus/access"
+	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/hub"
+)
+
+// Defaults of the router's options.
+const (
+	DefaultMaxEventBytes = 1 << 20
+	DefaultMaxBatch      = 1000
+	DefaultKeepalive     = 15 * time.Second
+	DefaultWriteTimeout  = 30 * time.Second
+	// RetryMs is the SSE retry: field every stream starts with.
+	RetryMs = 3000
+	// MaxControlFrame is the largest WebSocket control frame a client may send.
+	MaxControlFrame = 64 << 10
+)
+
+// Options configure a Handler. Zero values mean the defaults.
+type Options struct {
+	// Hub holds the sessions and the global bus. Required.
+	Hub *hub.Hub
+	// Authenticate names the caller of a request and its scopes, or refuses
+	// it with an *Error (401) when it presents bad credentials. A caller that
+	// presents none and has no peer identity is returned with Authenticated
+	// false, and is refused with 401 on every route that needs a scope. nil
+	// treats every caller as admin.
+	Authenticate func(*http.Request) (Caller, error)
+	// MaxEventBytes limits one event's size in a publish; default 1 MiB.
+	MaxEventBytes int64
+	// MaxBodyBytes limits a request body; default MaxBatch × MaxEventBytes,
+	// at most 64 MiB.
+	MaxBodyBytes int64
+	// Keepalive is the SSE comment / WebSocket ping interval; default 15 s.
+	Keepalive time.Duration
+	// WriteTimeout bounds one write of a stream's queued frames, so a peer
+	// that stopped reading is cut off; default 30 s. A quiet stream never
+	// hits it.
+	WriteTimeout time.Duration
+	// Reload is called by POST /api/v1/reload; nil answers 503.
+	Reload func(context.Context) error
+	// Metrics serves GET /metrics; nil answers 404.
+	Metrics http.Handler
+	// Version is reported by /api/v1/caps.
+	Version string
+	// Caps are the limits /api/v1/caps reports.
+	Caps Limits
+	// Logger receives the router's log lines; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Limits are the figures /api/v1/caps reports to clients.
+type Limits struct {
+	RingSize       int   `json:"ringSize"`
+	RingMaxBytes   int64 `json:"ringMaxBytes"`
+	MaxQueued      int   `json:"maxQueued"`
+	MaxQueuedBytes int64 `json:"maxQueuedBytes"`
+	MaxSubscribers int   `json:"maxSubscribers"`
+	MaxSessions    int   `json:"maxSessions"`
+	MaxEventBytes  int64 `json:"maxEventBytes"`
+	MaxBatch       int   `json:"maxBatch"`
+	MinMaxQueued   int   `json:"minMaxQueued"`
+	MaxMaxQueued   int   `json:"maxMaxQueued"`
+	KeepaliveMs    int64 `json:"keepaliveMs"`
+}
+
+func (o *Options) fill() {
+	if o.MaxEventBytes <= 0 {
+		o.MaxEventBytes = DefaultMaxEventBytes
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = min(DefaultMaxBatch*o.MaxEventBytes, 64<<20)
+	}
+	if o.Keepalive <= 0 {
+		o.Keepalive = DefaultKeepalive
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	o.Caps.MaxEventBytes = o.MaxEventBytes
+	o.Caps.MaxBatch = DefaultMaxBatch
+	o.Caps.MinMaxQueued, o.Caps.MaxMaxQueued = bus.MinMaxQueued, bus.MaxMaxQueued
+	o.Caps.KeepaliveMs = o.Keepalive.Milliseconds()
+}
+
+// Caller is who made a request and what it may do, as the authenticator
+// found it before anything else ran.
+type Caller struct {
+	// Authenticated reports whether the caller has an identity: a Unix
+	// socket peer or a valid key.
+	Authenticated bool
+	// Scopes are what the caller may do.
+	Scopes access.Scopes
+	// Peer is the Unix socket peer, nil on TCP.
+	Peer *access.Peer
+	// KeyName names the bearer key used, "" for none.
+	KeyName string
+}
+
+var adminCaller = Caller{Authenticated: true, Scopes: access.NewScopes(access.Admin)}
+
+// A Handler is the router shared by every listener: every route of SPEC §6.
+// It is safe for concurrent use. Streams it serves end when their bus ends
+// them (Hub.EndStreams on reload and shutdown, a session's deletion) or when
+// the client goes; Wait waits for them.
+type Handler struct {
+	mux      *http.ServeMux
+	opts     atomic.Pointer[Options]
+	ready    atomic.Bool
+	draining atomic.Bool
+	streams  sync.WaitGroup
+}
+
+// New returns a Handler serving the routes of SPEC §6 over opts.Hub.
+func New(opts Options) *Handler {
+	h := &Handler{mux: http.NewServeMux()}
+	h.SetOptions(opts)
+	h.ready.Store(true)
+	for _, rt := range routes {
+		h.mux.Handle(rt.method+" "+rt.pattern, h.wrap(rt))
+		h.mux.Handle(rt.pattern, http.HandlerFunc(methodNotAllowed))
+	}
+	h.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errorf(http.StatusNotFound, "not_found", "no route for %s", r.URL.Path))
+	}))
+	return h
+}
+
+// SetOptions replaces the options (on reload). Streams already open keep the
+// keepalive they started with.
+func (h *Handler) SetOptions(opts Options) {
+	opts.fill()
+	h.opts.Store(&opts)
+}
+
+func (h *Handler) options() *Options { return h.opts.Load() }
+
+// SetReady sets what /readyz answers.
+func (h *Handler) SetReady(ready bool) { h.ready.Store(ready) }
+
+// Drain makes the handler refuse new streams with 503 from now on; the
+// daemon calls it when it begins to shut down, before ending the open ones.
+func (h *Handler) Drain() {
+	h.draining.Store(true)
+	h.ready.Store(false)
+}
+
+// Wait blocks until every stream the handler serves has returned, or ctx
+// is done. http.Server.Shutdown does not wait for upgraded (WebSocket)
+// connections; this does.
+func (h *Handler) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		h.streams.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mux.ServeHTTP(w, r)
+}
+
+func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, rt := range routes {
+		if matchPattern(rt.pattern, r.URL.Path) {
+			allow = append(allow, rt.method)
+		}
+	}
+	for _, m := range allow {
+		w.Header().Add("Allow", m)
+	}
+	writeError(w, errorf(http.StatusMethodNotAllowed, "method_not_allowed", "%s is not allowed on %s", r.Method, r.URL.Path))
+}
+
+// matchPattern reports whether path matches a mux pattern's path with
+// {wildcards} standing for one segment.
+func matchPattern(pattern, path string) bool {
+	ps, xs := splitPath(pattern), splitPath(path)
+	if len(ps) != len(xs) {
+		return false
+	}
+	for i := range ps {
+		if len(ps[i]) > 0 && ps[i][0] == '{' {
+			continue
+		}
+		if ps[i] != xs[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func splitPath(p string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(p); i++ {
+		if i == len(p) || p[i] == '/' {
+			if i > start {
+				out = append(out, p[start:i])
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
+
+// wrap authenticates and authorizes a request for its route, before any of
+// the route's work, upgrade or first byte.
+func (h *Handler) wrap(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		o := h.options()
+		caller := adminCaller
+		if o.Authenticate != nil {
+			c, err := o.Authenticate(r)
+			if err != nil {
+				writeError(w, err)
+				return
+			}
+			caller = c
+		}
+		if err := rt.scope.check(caller, r); err != nil {
+			writeError(w, err)
+			return
+		}
+		rt.serve(h, w, r, caller)
+	})
+}

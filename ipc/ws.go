@@ -1,0 +1,158 @@
+package ipc
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/localbus/localbus/bus"
+)
+
+// Subprotocol is the WebSocket subprotocol the server selects when a browser
+// offers "localbus-key.<key>, localbus-key" to authenticate (SPEC §7).
+const Subprotocol = "localbus-key"
+
+// closeFor maps why a subscription ended to the WebSocket close code and
+// reason (SPEC §3.3); the same reason went in-band as the terminal frame.
+func closeFor(end bus.EndReason) (websocket.StatusCode, string) {
+	switch end {
+	case bus.EndLagged:
+		return websocket.StatusTryAgainLater, "lagged"
+	case bus.EndSessionDeleted:
+		return websocket.StatusNormalClosure, "session deleted"
+	case bus.EndShutdown:
+		return websocket.StatusGoingAway, "shutdown"
+	case bus.EndReload:
+		return websocket.StatusGoingAway, "reload"
+	}
+	return websocket.StatusNormalClosure, ""
+}
+
+// runWS serves a stream over WebSocket (SPEC §3.3, §5): one text frame per
+// envelope, control frames read by a second goroutine, pings every
+// keepalive. sub is nil when the subscription was refused, and refusal is
+// then the terminal frame to send before closing with 1013.
+func (h *Handler) runWS(w http.ResponseWriter, r *http.Request, sub *bus.Subscription, refusal *bus.Frame) {
+	o := h.options()
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		Subprotocols: []string{Subprotocol},
+		// Origin is checked by the authenticator, before the upgrade, with
+		// the daemon's own policy (SPEC §7).
+		InsecureSkipVerify: true,
+	})
+	if err != nil {
+		return // Accept answered the request
+	}
+	defer c.CloseNow()
+	if sub == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), o.WriteTimeout)
+		defer cancel()
+		if c.Write(ctx, websocket.MessageText, refusal.JSON()) == nil {
+			c.Close(websocket.StatusTryAgainLater, "subscriber limit")
+		}
+		return
+	}
+
+	c.SetReadLimit(MaxControlFrame)
+	// Not r.Context(): the request is over once the connection is hijacked.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	replies := make(chan []byte, 4)
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		defer cancel()
+		readControl(ctx, c, sub, replies)
+	}()
+	defer func() { <-readerDone }()
+
+	if end, ok := h.writeWS(ctx, c, sub, replies, o); ok {
+		code, reason := closeFor(end)
+		c.Close(code, reason)
+	}
+}
+
+// readControl reads control frames until the connection fails or closes,
+// applying each and queueing its reply for the writer.
+func readControl(ctx context.Context, c *websocket.Conn, sub *bus.Subscription, replies chan<- []byte) {
+	for {
+		typ, data, err := c.Read(ctx)
+		if err != nil {
+			return // closed by either side; a frame over the limit closed it with 1009
+		}
+		var reply []byte
+		if typ != websocket.MessageText {
+			reply = errorReply("binary frames are not accepted: send JSON text control frames")
+		} else {
+			reply = applyControl(sub, data)
+		}
+		select {
+		case replies <- reply:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// writeWS writes frames and replies until the stream ends (ok, with why) or
+// the connection fails (not ok).
+func (h *Handler) writeWS(ctx context.Context, c *websocket.Conn, sub *bus.Subscription, replies <-chan []byte, o *Options) (end bus.EndReason, ok bool) {
+	keepalive := time.NewTimer(o.Keepalive)
+	defer keepalive.Stop()
+	for {
+		wb := getWriteBuf()
+		var ended bool
+		wb.frames, ended = sub.Take(wb.frames)
+		err := writeFrames(ctx, c, wb.frames, o.WriteTimeout)
+		n := len(wb.frames)
+		putWriteBuf(wb)
+		if err != nil {
+			return "", false
+		}
+		if ended {
+			return sub.End(), true
+		}
+		if n > 0 {
+			keepalive.Reset(o.Keepalive)
+		}
+		select {
+		case <-sub.Ready():
+		case reply := <-replies:
+			if writeOne(ctx, c, reply, o.WriteTimeout) != nil {
+				return "", false
+			}
+		case <-keepalive.C:
+			pctx, cancel := context.WithTimeout(ctx, o.Keepalive)
+			err := c.Ping(pctx)
+			cancel()
+			if err != nil {
+				return "", false // the peer did not answer: close it
+			}
+			keepalive.Reset(o.Keepalive)
+		case <-ctx.Done():
+			return "", false
+		}
+	}
+}
+
+func writeFrames(ctx context.Context, c *websocket.Conn, frames []*bus.Frame, timeout time.Duration) error {
+	if len(frames) == 0 {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for _, f := range frames {
+		if err := c.Write(wctx, websocket.MessageText, f.JSON()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeOne(ctx context.Context, c *websocket.Conn, p []byte, timeout time.Duration) error {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return c.Write(wctx, websocket.MessageText, p)
+}
