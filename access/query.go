@@ -47,17 +47,21 @@ func QueryCredential(rawQuery string) (name string, found bool) {
 		}
 		for _, part := range parts {
 			rawName, rawValue, _ := strings.Cut(part, "=")
-			for _, n := range decodings(rawName) {
+			names := decodings(rawName)
+			// Log the most decoded form: "acc%65ss_token" reads as
+			// "access_token", and logName stops at a decoded "=".
+			decoded := names[len(names)-1]
+			for _, n := range names {
 				if looksLikeKey(n) {
 					return "(redacted)", true
 				}
 				if credentialName(n) {
-					return logName(n), true
+					return logName(decoded), true
 				}
 			}
 			for _, v := range decodings(rawValue) {
 				if looksLikeKey(v) {
-					return logName(decodeLenient(rawName)), true
+					return logName(decoded), true
 				}
 			}
 		}
