@@ -126,7 +126,10 @@ func applyControl(sub *bus.Subscription, data []byte) []byte {
 	var next *bus.Filter
 	switch cf.Op {
 	case opSubscribe:
-		next = cur.Add(cf.Types)
+		var err error
+		if next, err = cur.Add(cf.Types); err != nil {
+			return errorReply("types: " + err.(*bus.InputError).Reason)
+		}
 	case opUnsubscribe:
 		if cur == nil {
 			return errorReply("the stream is unfiltered: nothing to unsubscribe from; use set")

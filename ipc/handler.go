@@ -128,9 +128,13 @@ func New(opts Options) *Handler {
 	h := &Handler{mux: http.NewServeMux()}
 	h.SetOptions(opts)
 	h.ready.Store(true)
+	paths := map[string]bool{}
 	for _, rt := range routes {
 		h.mux.Handle(rt.method+" "+rt.pattern, h.wrap(rt))
-		h.mux.Handle(rt.pattern, http.HandlerFunc(methodNotAllowed))
+		if !paths[rt.pattern] {
+			paths[rt.pattern] = true
+			h.mux.Handle(rt.pattern, http.HandlerFunc(methodNotAllowed))
+		}
 	}
 	h.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusNotFound, "not_found", "no route for %s", r.URL.Path))

@@ -1,13 +1,17 @@
-// Localbus is a local event bus: the daemon (localbus serve) and its client
-// command line in one binary.
+// Localbus is a local event bus: the daemon (localbus serve) and its
+// command-line client in one binary. Run "localbus --help" for the commands.
 package main
 
 import (
-	"fmt"
+	"context"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, "localbus: not yet usable")
-	os.Exit(1)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }

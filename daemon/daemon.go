@@ -1,0 +1,286 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/hub"
+	"github.com/localbus/localbus/ipc"
+	"github.com/localbus/localbus/systemd"
+)
+
+// Options are what Run needs besides the configuration.
+type Options struct {
+	// Version is reported by /api/v1/caps.
+	Version string
+	// Logger receives the daemon's logs; nil means a text logger on stderr
+	// at the configured level.
+	Logger *slog.Logger
+	// LoadConfig re-reads the configuration on reload (the file and the
+	// flags the daemon was started with). nil makes reload refuse.
+	LoadConfig func() (Config, error)
+}
+
+// A Daemon is one run of localbus serve: its listeners, hub and router.
+type Daemon struct {
+	opts     Options
+	log      *slog.Logger
+	level    *slog.LevelVar
+	hub      *hub.Hub
+	handler  *ipc.Handler
+	notifier *systemd.Notifier
+	server   *http.Server
+
+	reloadMu sync.Mutex // serializes reloads; guards cfg
+	cfg      Config
+}
+
+// Run serves until ctx is done (SIGTERM, SIGINT), reloading on SIGHUP and
+// POST /api/v1/reload, then shuts down gracefully (SPEC §8). A clean
+// shutdown returns nil.
+func Run(ctx context.Context, cfg Config, opts Options) error {
+	d, err := newDaemon(cfg, opts)
+	if err != nil {
+		return err
+	}
+	listeners, cleanup, err := d.listen()
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	return d.serve(ctx, listeners)
+}
+
+func newDaemon(cfg Config, opts Options) (*Daemon, error) {
+	d := &Daemon{opts: opts, cfg: cfg, notifier: systemd.NewNotifier(), level: new(slog.LevelVar)}
+	d.level.Set(cfg.SlogLevel())
+	d.log = opts.Logger
+	if d.log == nil {
+		d.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: d.level}))
+	}
+	h, err := hub.New(hubOptions(cfg))
+	if err != nil {
+		return nil, err
+	}
+	d.hub = h
+	d.handler = ipc.New(d.handlerOptions(cfg))
+	d.server = &http.Server{
+		Handler:           d.handler,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    int(cfg.MaxHeaderBytes),
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelDebug),
+	}
+	return d, nil
+}
+
+func hubOptions(cfg Config) hub.Options {
+	return hub.Options{
+		Limits: bus.Limits{
+			RingSize: cfg.RingSize, RingMaxBytes: cfg.RingMaxBytes, MaxQueued: cfg.MaxQueued,
+			MaxQueuedBytes: cfg.MaxQueuedBytes, MaxSubscribers: cfg.MaxSubscribers,
+		},
+		MaxSessions: cfg.MaxSessions,
+		AutoCreate:  cfg.AutoCreateSessions,
+	}
+}
+
+func (d *Daemon) handlerOptions(cfg Config) ipc.Options {
+	return ipc.Options{
+		Hub:           d.hub,
+		MaxEventBytes: cfg.MaxEventBytes,
+		MaxBodyBytes:  cfg.MaxBodyBytes,
+		Keepalive:     cfg.Keepalive,
+		Reload:        d.reloadRequest,
+		Version:       d.opts.Version,
+		Logger:        d.log,
+		Caps: ipc.Limits{
+			RingSize: cfg.RingSize, RingMaxBytes: cfg.RingMaxBytes, MaxQueued: cfg.MaxQueued,
+			MaxQueuedBytes: cfg.MaxQueuedBytes, MaxSubscribers: cfg.MaxSubscribers, MaxSessions: cfg.MaxSessions,
+		},
+	}
+}
+
+// listen returns the listeners to serve: inherited ones under socket
+// activation, else the daemon's own socket (and TCP address, if set).
+// cleanup closes them; an own socket file is unlinked then, an inherited one
+// never.
+func (d *Daemon) listen() (ls []net.Listener, cleanup func(), err error) {
+	inherited, activated, err := systemd.Listeners()
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup = func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}
+	if activated {
+		for name, group := range inherited {
+			for _, l := range group {
+				d.log.Info("using activated socket", "name", name, "addr", l.Addr().String())
+				ls = append(ls, l)
+			}
+		}
+		return ls, cleanup, nil
+	}
+	u, err := listenUnix(d.cfg.Socket, d.cfg.SocketMode, d.cfg.SocketGroup)
+	if err != nil {
+		return nil, nil, err
+	}
+	ls = append(ls, u)
+	d.log.Info("listening", "socket", d.cfg.Socket, "mode", fmt.Sprintf("%04o", d.cfg.SocketMode))
+	if d.cfg.ListenTCP != "" {
+		t, err := net.Listen("tcp", d.cfg.ListenTCP)
+		if err != nil {
+			cleanup()
+			return nil, nil, fmt.Errorf("listen_tcp: %w", err)
+		}
+		ls = append(ls, t)
+		d.log.Info("listening", "tcp", t.Addr().String())
+	}
+	return ls, cleanup, nil
+}
+
+// serve runs the HTTP server on every listener until ctx is done, handling
+// SIGHUP as reload, then shuts down.
+func (d *Daemon) serve(ctx context.Context, listeners []net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	d.server.BaseContext = func(net.Listener) context.Context { return ctx }
+
+	var wg sync.WaitGroup
+	serveErr := make(chan error, len(listeners))
+	for _, l := range listeners {
+		wg.Go(func() {
+			if err := d.server.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- err
+			}
+		})
+	}
+	wg.Go(func() {
+		if err := systemd.RunWatchdog(ctx, d.notifier, nil); err != nil {
+			d.log.Warn("watchdog", "err", err)
+		}
+	})
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
+	d.notifier.Ready()
+	d.notifyStatus()
+	d.log.Info("ready", "version", d.opts.Version)
+
+	var err error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case err = <-serveErr:
+			d.log.Error("serve", "err", err)
+			break loop
+		case <-hup:
+			if rerr := d.reload(); rerr != nil {
+				d.log.Error("reload refused; keeping the running configuration", "err", rerr)
+			}
+		}
+	}
+	d.shutdown()
+	cancel()
+	wg.Wait()
+	return err
+}
+
+// shutdown stops accepting, ends every stream with stream:closed (shutdown)
+// and WebSocket 1001, lets in-flight requests finish and waits for streams,
+// all within shutdown_timeout.
+func (d *Daemon) shutdown() {
+	d.notifier.Stopping()
+	d.log.Info("shutting down")
+	d.reloadMu.Lock()
+	timeout := d.cfg.ShutdownTimeout
+	d.reloadMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+
+	d.handler.Drain()
+	done := make(chan error, 1)
+	go func() { done <- d.server.Shutdown(ctx) }()
+	d.hub.EndStreams(bus.EndShutdown)
+	err := <-done
+	if err == nil {
+		err = d.handler.Wait(ctx)
+	}
+	if err != nil {
+		d.log.Warn("shutdown timed out; closing what is left", "timeout", timeout)
+		d.server.Close()
+	}
+	d.hub.Close()
+}
+
+// notifyStatus tells the service manager what the daemon holds.
+func (d *Daemon) notifyStatus() {
+	d.notifier.Status(fmt.Sprintf("%d sessions, %d subscribers", d.hub.Len(), d.hub.Subscribers()))
+}
+
+// reloadRequest is POST /api/v1/reload.
+func (d *Daemon) reloadRequest(context.Context) error { return d.reload() }
+
+// restartKeys are the settings a reload cannot change in a running daemon.
+var restartKeys = map[string]bool{
+	"socket": true, "socket_mode": true, "socket_group": true, "listen_tcp": true,
+	"state_dir": true, "durability": true,
+}
+
+// reload re-reads the configuration; an invalid one is refused and the
+// running one kept. On success every stream gets stream:closed (reload) and
+// WebSocket 1001, buses, rings and ids stay, and the new limits apply.
+func (d *Daemon) reload() error {
+	if d.opts.LoadConfig == nil {
+		return errors.New("reload: no configuration source")
+	}
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	d.notifier.Reloading()
+	defer d.notifier.Ready()
+	next, err := d.opts.LoadConfig()
+	if err != nil {
+		return err
+	}
+	var restart []string
+	for _, k := range d.cfg.Diff(next) {
+		if restartKeys[k] {
+			restart = append(restart, k)
+		}
+	}
+	if len(restart) > 0 {
+		d.log.Warn("these settings change only on restart; keeping their running values", "keys", restart)
+		next.Socket, next.SocketMode, next.SocketGroup = d.cfg.Socket, d.cfg.SocketMode, d.cfg.SocketGroup
+		next.ListenTCP, next.StateDir, next.Durability = d.cfg.ListenTCP, d.cfg.StateDir, d.cfg.Durability
+	}
+	if err := d.hub.SetOptions(hubOptions(next)); err != nil {
+		return err
+	}
+	d.handler.SetOptions(d.handlerOptions(next))
+	d.server.ReadHeaderTimeout, d.server.IdleTimeout = next.ReadHeaderTimeout, next.IdleTimeout
+	d.level.Set(next.SlogLevel())
+	d.cfg = next
+	d.hub.EndStreams(bus.EndReload)
+	data, _ := json.Marshal(map[string]any{"time": time.Now().UTC().Format(time.RFC3339Nano)})
+	d.hub.Global().PublishDaemon(bus.Event{Type: "localbus:reloaded", Data: data})
+	d.log.Info("reloaded")
+	d.notifyStatus()
+	return nil
+}
