@@ -38,9 +38,10 @@ const listenFDsStart = 3
 // Unix stream socket and [NameTCP] when it is a TCP socket. A socket named
 // [NameUnix] or [NameTCP] must be of that kind. Other names are returned as
 // they are; several sockets may share a name. Every inherited descriptor must
-// be a listening stream socket: a count that does not match LISTEN_FDS, a
-// descriptor that is not a socket, a datagram socket or a name of the wrong
-// kind is an error, and then every listener already made is closed.
+// be a listening Unix or TCP stream socket: a descriptor that is not (a
+// datagram socket, a connected socket, a pipe, one that is not open because
+// LISTEN_FDS is too large) or a name of the wrong kind is an error, and then
+// every listener already made is closed.
 //
 // Listeners unsets LISTEN_PID, LISTEN_FDS and LISTEN_FDNAMES in every case,
 // so a second call, or a child process, never takes the sockets again; call it
@@ -83,11 +84,24 @@ func Listeners() (ls map[string][]net.Listener, activated bool, err error) {
 		if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
 			return nil, false, fmt.Errorf("systemd: LISTEN_FDS=%d but descriptor %d is not a socket", n, fd)
 		}
+		// net.FileListener would wrap a datagram or an unlistening socket
+		// too, and the daemon would only find out at Accept.
+		typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
+		if err != nil {
+			return nil, false, fmt.Errorf("systemd: activated socket %d: %w", fd, err)
+		}
+		listening, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ACCEPTCONN)
+		if err != nil {
+			return nil, false, fmt.Errorf("systemd: activated socket %d: %w", fd, err)
+		}
+		if typ != unix.SOCK_STREAM || listening != 1 {
+			return nil, false, fmt.Errorf("systemd: LISTEN_FDS=%d but descriptor %d is not a listening stream socket", n, fd)
+		}
 	}
 
 	// The environment is still set, so that go-systemd sees it; it unsets
-	// it in turn. Descriptors that are not stream listeners are left out of
-	// its map, which the count check below catches.
+	// it in turn. It leaves out descriptors that net.FileListener refuses
+	// (sockets of other families), which the count check below catches.
 	named, err := activation.ListenersWithNames()
 	if err != nil {
 		return nil, false, fmt.Errorf("systemd: activated sockets: %w", err)
@@ -130,7 +144,7 @@ func sortListeners(named map[string][]net.Listener, want int) (map[string][]net.
 		}
 	}
 	if got != want {
-		return nil, fmt.Errorf("systemd: %d of %d activated sockets are not listening stream sockets", want-got, want)
+		return nil, fmt.Errorf("systemd: %d of %d activated sockets are neither Unix nor TCP sockets", want-got, want)
 	}
 	return ls, nil
 }
