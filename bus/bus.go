@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 )
@@ -58,9 +59,7 @@ type Limits struct {
 }
 
 func (o *Options) limits() Limits {
-	l := Limits{o.RingSize, o.RingMaxBytes, o.MaxQueued, o.MaxQueuedBytes, o.MaxSubscribers}
-	l.fill()
-	return l
+	return Limits{o.RingSize, o.RingMaxBytes, o.MaxQueued, o.MaxQueuedBytes, o.MaxSubscribers}
 }
 
 func (l *Limits) fill() {
@@ -81,9 +80,25 @@ func (l *Limits) fill() {
 	}
 }
 
+// validate checks limits as given, before fill: zero means the default, a
+// negative value is an error rather than a silent default.
 func (l Limits) validate() error {
 	if l.RingSize > MaxRingSize {
-		return inputError("ringSize", "", "above 1000000")
+		return inputError("ringSize", strconv.Itoa(l.RingSize), "above 1000000")
+	}
+	for _, v := range []struct {
+		field string
+		n     int64
+	}{
+		{"ringSize", int64(l.RingSize)},
+		{"ringMaxBytes", l.RingMaxBytes},
+		{"maxQueued", int64(l.MaxQueued)},
+		{"maxQueuedBytes", l.MaxQueuedBytes},
+		{"maxSubscribers", int64(l.MaxSubscribers)},
+	} {
+		if v.n < 0 {
+			return inputError(v.field, strconv.FormatInt(v.n, 10), "negative (0 means the default)")
+		}
 	}
 	return nil
 }
@@ -128,6 +143,7 @@ func New(opts Options) (*Bus, error) {
 	if err := l.validate(); err != nil {
 		return nil, err
 	}
+	l.fill()
 	epoch := opts.Epoch
 	if epoch == "" {
 		epoch = NewEpoch()
@@ -242,9 +258,10 @@ func (b *Bus) deliverLocked(frames []*Frame) {
 			if !s.matches(f.Type) {
 				continue
 			}
-			delivered++
 			if s.pushLiveLocked(f, &b.stats) {
-				evicted = true
+				evicted = true // f was not queued
+			} else {
+				delivered++
 			}
 		}
 		grew := len(s.q) > n
@@ -468,10 +485,10 @@ func (b *Bus) Close() {
 // limits apply to subscribers that join from now on. Zero fields keep the
 // defaults.
 func (b *Bus) SetLimits(l Limits) error {
-	l.fill()
 	if err := l.validate(); err != nil {
 		return err
 	}
+	l.fill()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.limits = l

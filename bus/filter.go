@@ -133,17 +133,31 @@ func (f *Filter) Families() []string {
 	return out
 }
 
-// Add returns a filter with the entries of other added. A nil receiver (no
-// filter: everything) stays nil, since it already matches all of them.
-func (f *Filter) Add(other *Filter) *Filter {
-	if f == nil {
-		return nil
+// Add returns a filter with the entries of other added; f is unchanged. A nil
+// receiver (no filter: everything) stays nil, since it already matches all of
+// them, and adding nil (everything) gives nil. A union of more than 256
+// distinct entries is an *InputError, as in NewFilter: the filter the caller
+// holds stays as it was.
+func (f *Filter) Add(other *Filter) (*Filter, error) {
+	if f == nil || other == nil {
+		return nil, nil
 	}
-	if other == nil {
-		return nil
+	union := append([]string(nil), f.list...)
+	for _, t := range other.list {
+		if !f.has(t) {
+			union = append(union, t)
+		}
 	}
-	merged, _ := NewFilter(append(append([]string(nil), f.list...), other.list...))
-	return merged
+	return NewFilter(union)
+}
+
+func (f *Filter) has(t string) bool {
+	for _, e := range f.list {
+		if e == t {
+			return true
+		}
+	}
+	return false
 }
 
 // Remove returns the filter without the entries of other; ok is false when

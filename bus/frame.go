@@ -94,7 +94,16 @@ func prepare(ev *Event, session string, allowLocalbus bool) (prepared, error) {
 		return prepared{}, err
 	}
 	if ev.Session != "" {
+		// Written into the envelope unescaped, so it must be a valid id.
+		if err := ValidateSessionID(ev.Session); err != nil {
+			return prepared{}, err
+		}
 		session = ev.Session
+	}
+	if !utf8.Valid(ev.Data) {
+		// json.Compact passes invalid UTF-8 through, and a WebSocket text
+		// frame must be valid UTF-8.
+		return prepared{}, inputError("data", "", "not valid UTF-8")
 	}
 	b := tailPool.Get().(*bytes.Buffer)
 	b.Reset()
@@ -202,7 +211,8 @@ func appendJSONString(dst []byte, s string) []byte {
 }
 
 // ParseFrame rebuilds a Frame from a JSON envelope produced by this package,
-// as a journal stores it. It reads only the leading "id" and the "type".
+// as a journal stores it. It reads only the "id", which must be at least 1,
+// and the "type"; an envelope that spans lines is compacted to one.
 func ParseFrame(envelope []byte) (*Frame, error) {
 	var head struct {
 		ID   uint64 `json:"id"`
@@ -211,8 +221,19 @@ func ParseFrame(envelope []byte) (*Frame, error) {
 	if err := json.Unmarshal(envelope, &head); err != nil {
 		return nil, inputError("envelope", "", err.Error())
 	}
+	if head.ID == 0 {
+		return nil, inputError("envelope", "", "an event needs an id of at least 1")
+	}
 	if err := ValidateType(head.Type); err != nil {
 		return nil, err
+	}
+	if bytes.ContainsAny(envelope, "\r\n") {
+		// A line break would end the SSE data line early.
+		var c bytes.Buffer
+		if err := json.Compact(&c, envelope); err != nil {
+			return nil, inputError("envelope", "", err.Error())
+		}
+		envelope = c.Bytes()
 	}
 	return buildFrame(head.ID, head.Type, envelope), nil
 }
@@ -337,9 +358,9 @@ func reservedFrame(typ, session string, data any) *Frame {
 	env = append(env, typ...)
 	env = append(env, '"')
 	if session != "" {
-		env = append(env, `,"session":"`...)
-		env = append(env, session...)
-		env = append(env, '"')
+		// Escaped: ErrorFrame takes any string, not only a validated id.
+		env = append(env, `,"session":`...)
+		env = appendJSONString(env, session)
 	}
 	env = append(env, `,"data":`...)
 	env = append(env, d...)
