@@ -1,0 +1,298 @@
+package bus_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/localbus/localbus/bus"
+)
+
+func TestValidateType(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		in      string
+		ok      bool
+		publish bool // ValidatePublishType accepts it too
+	}{
+		{"simple", "build:step", true, true},
+		{"family one letter", "a:b", true, true},
+		{"family 32 chars", strings.Repeat("a", 32) + ":x", true, true},
+		{"family 33 chars", strings.Repeat("a", 33) + ":x", false, false},
+		{"family digits dash underscore", "a0_-9:x", true, true},
+		{"family starts with digit", "0a:x", false, false},
+		{"family starts with dash", "-a:x", false, false},
+		{"family upper case", "Build:x", false, false},
+		{"family empty", ":x", false, false},
+		{"family dot", "a.b:x", false, false},
+		{"name 64 chars", "a:" + strings.Repeat("N", 64), true, true},
+		{"name 65 chars", "a:" + strings.Repeat("N", 65), false, false},
+		{"name all allowed", "a:AZaz09_.-", true, true},
+		{"name empty", "a:", false, false},
+		{"name colon", "a:b:c", false, false},
+		{"name star", "a:*", false, false},
+		{"name space", "a:b c", false, false},
+		{"name slash", "a:b/c", false, false},
+		{"name quote", `a:b"c`, false, false},
+		{"name non-ascii", "a:é", false, false},
+		{"no colon", "build", false, false},
+		{"empty", "", false, false},
+		{"leading space", " a:b", false, false},
+		{"trailing newline", "a:b\n", false, false},
+		{"nul", "a:b\x00", false, false},
+		{"reserved stream", "stream:ready", true, false},
+		{"reserved localbus", "localbus:reloaded", true, false},
+		{"prefix of reserved is fine", "streams:x", true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := bus.ValidateType(tt.in)
+			if (err == nil) != tt.ok {
+				t.Errorf("ValidateType(%q) = %v, want ok %v", tt.in, err, tt.ok)
+			}
+			if err != nil && !isInputError(err, "type") {
+				t.Errorf("ValidateType(%q) = %#v, want *InputError{Field: type}", tt.in, err)
+			}
+			err = bus.ValidatePublishType(tt.in)
+			if (err == nil) != tt.publish {
+				t.Errorf("ValidatePublishType(%q) = %v, want ok %v", tt.in, err, tt.publish)
+			}
+			if err != nil && !isInputError(err, "type") {
+				t.Errorf("ValidatePublishType(%q) = %#v, want *InputError{Field: type}", tt.in, err)
+			}
+		})
+	}
+}
+
+func TestValidatePublishTypeNamesReservedFamily(t *testing.T) {
+	t.Parallel()
+	for _, typ := range []string{"stream:ready", "localbus:x"} {
+		err := bus.ValidatePublishType(typ)
+		if err == nil || !strings.Contains(err.Error(), "reserved") {
+			t.Errorf("ValidatePublishType(%q) = %v, want an error saying reserved", typ, err)
+		}
+	}
+}
+
+func TestValidateFamily(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in string
+		ok bool
+	}{
+		{"a", true},
+		{"build", true},
+		{"a-b_c9", true},
+		{strings.Repeat("z", 32), true},
+		{strings.Repeat("z", 33), false},
+		{"", false},
+		{"9a", false},
+		{"A", false},
+		{"a:b", false},
+		{"a*", false},
+	}
+	for _, tt := range tests {
+		err := bus.ValidateFamily(tt.in)
+		if (err == nil) != tt.ok {
+			t.Errorf("ValidateFamily(%q) = %v, want ok %v", tt.in, err, tt.ok)
+		}
+		if err != nil && !isInputError(err, "family") {
+			t.Errorf("ValidateFamily(%q) = %#v, want *InputError{Field: family}", tt.in, err)
+		}
+	}
+}
+
+func TestFamilyOfAndReserved(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in, family string
+		reserved   bool
+	}{
+		{"build:step", "build", false},
+		{"a:b:c", "a", false},
+		{"stream:ready", "stream", true},
+		{"localbus:x", "localbus", true},
+		{"nocolon", "", false},
+		{"", "", false},
+		{":x", "", false},
+	}
+	for _, tt := range tests {
+		if got := bus.FamilyOf(tt.in); got != tt.family {
+			t.Errorf("FamilyOf(%q) = %q, want %q", tt.in, got, tt.family)
+		}
+		if got := bus.IsReservedFamily(bus.FamilyOf(tt.in)); got != tt.reserved {
+			t.Errorf("IsReservedFamily(%q) = %v, want %v", bus.FamilyOf(tt.in), got, tt.reserved)
+		}
+	}
+}
+
+func TestValidateSessionID(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		in   string
+		ok   bool
+	}{
+		{"simple", "b-17", true},
+		{"one char", "a", true},
+		{"digit first", "7", true},
+		{"all allowed", "aZ09._-", true},
+		{"128 chars", strings.Repeat("x", 128), true},
+		{"129 chars", strings.Repeat("x", 129), false},
+		{"empty", "", false},
+		{"dot", ".", false},
+		{"dot dot", "..", false},
+		{"dot first", ".hidden", false},
+		{"dash first", "-x", false},
+		{"underscore first", "_x", false},
+		{"slash", "a/b", false},
+		{"backslash", `a\b`, false},
+		{"space", "a b", false},
+		{"quote", `a"b`, false},
+		{"percent", "a%2fb", false},
+		{"colon", "a:b", false},
+		{"nul", "a\x00", false},
+		{"non-ascii", "sé", false},
+		{"newline", "a\n", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := bus.ValidateSessionID(tt.in)
+			if (err == nil) != tt.ok {
+				t.Errorf("ValidateSessionID(%q) = %v, want ok %v", tt.in, err, tt.ok)
+			}
+			if err != nil && !isInputError(err, "session") {
+				t.Errorf("ValidateSessionID(%q) = %#v, want *InputError{Field: session}", tt.in, err)
+			}
+		})
+	}
+}
+
+func TestParseCursor(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		in   string
+		want uint64
+		ok   bool
+	}{
+		{"zero", "0", 0, true},
+		{"one", "1", 1, true},
+		{"leading zeros", "007", 7, true},
+		{"many zeros", "0000000000000000000000000000", 0, true},
+		{"leading zeros to max", "000" + "9007199254740991", bus.MaxCursor, true},
+		{"2^53-1", "9007199254740991", 1<<53 - 1, true},
+		{"2^53", "9007199254740992", 0, false},
+		{"2^64", "18446744073709551616", 0, false},
+		{"huge", strings.Repeat("9", 400), 0, false},
+		{"empty", "", 0, false},
+		{"plus", "+1", 0, false},
+		{"minus", "-1", 0, false},
+		{"space before", " 1", 0, false},
+		{"space after", "1 ", 0, false},
+		{"hex", "0x10", 0, false},
+		{"float", "1.0", 0, false},
+		{"exponent", "1e3", 0, false},
+		{"underscore", "1_000", 0, false},
+		{"arabic-indic digit", "١", 0, false},
+		{"fullwidth digit", "１", 0, false},
+		{"nul", "1\x00", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := bus.ParseCursor(tt.in)
+			if (err == nil) != tt.ok || got != tt.want {
+				t.Errorf("ParseCursor(%q) = %d, %v; want %d, ok %v", tt.in, got, err, tt.want, tt.ok)
+			}
+			if err != nil && !isInputError(err, "cursor") {
+				t.Errorf("ParseCursor(%q) = %#v, want *InputError{Field: cursor}", tt.in, err)
+			}
+		})
+	}
+}
+
+func TestParseMaxQueued(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want int
+		ok   bool
+	}{
+		{"16", 16, true},
+		{"256", 256, true},
+		{"2048", 2048, true},
+		{"0016", 16, true},
+		{"15", 0, false},
+		{"2049", 0, false},
+		{"0", 0, false},
+		{"", 0, false},
+		{"-16", 0, false},
+		{"+16", 0, false},
+		{"16.0", 0, false},
+		{" 16", 0, false},
+		{"1e2", 0, false},
+		{"9007199254740992", 0, false},
+	}
+	for _, tt := range tests {
+		got, err := bus.ParseMaxQueued(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("ParseMaxQueued(%q) = %d, %v; want %d, ok %v", tt.in, got, err, tt.want, tt.ok)
+		}
+		if err != nil {
+			if !isInputError(err, "maxQueued") {
+				t.Errorf("ParseMaxQueued(%q) = %#v, want *InputError{Field: maxQueued}", tt.in, err)
+			}
+			if msg := err.Error(); !strings.Contains(msg, "16") || !strings.Contains(msg, "2048") {
+				t.Errorf("ParseMaxQueued(%q) error %q does not state the range", tt.in, msg)
+			}
+		}
+	}
+}
+
+func TestInputErrorMessage(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"cursor", func() error { _, err := bus.ParseCursor("x1"); return err }(), `bus: invalid cursor "x1": want decimal digits only`},
+		{"type", bus.ValidateType("nope"), `bus: invalid type "nope": want family:name`},
+		{"no value", func() error { _, err := bus.ParseCursor(""); return err }(), `bus: invalid cursor: empty`},
+	}
+	for _, tt := range tests {
+		if got := tt.err.Error(); got != tt.want {
+			t.Errorf("%s: Error() = %q, want %q", tt.name, got, tt.want)
+		}
+		if !bus.IsInputError(tt.err) {
+			t.Errorf("%s: IsInputError(%v) = false", tt.name, tt.err)
+		}
+	}
+	if bus.IsInputError(errors.New("other")) || bus.IsInputError(nil) || bus.IsInputError(bus.ErrClosed) {
+		t.Error("IsInputError is true for an error that is not an *InputError")
+	}
+	wrapped := errors.Join(errors.New("ctx"), bus.ValidateType(""))
+	if !bus.IsInputError(wrapped) {
+		t.Error("IsInputError(wrapped) = false, want true")
+	}
+}
+
+func TestInputErrorShortensLongValues(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", 10_000)
+	err := bus.ValidateType(long)
+	if err == nil {
+		t.Fatal("ValidateType(10000 x) = nil")
+	}
+	if n := len(err.Error()); n > 200 {
+		t.Errorf("len(Error()) = %d, want a short message", n)
+	}
+	var ie *bus.InputError
+	if !errors.As(err, &ie) || !strings.HasPrefix(long, strings.TrimSuffix(ie.Value, "…")) {
+		t.Errorf("Value = %q, want a prefix of the input", ie.Value)
+	}
+}
