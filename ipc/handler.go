@@ -46,6 +46,9 @@ type Options struct {
 	// that stopped reading is cut off; default 30 s. A quiet stream never
 	// hits it.
 	WriteTimeout time.Duration
+	// MaxStreams limits the streams open at once across every bus
+	// (max_subscribers_total); 0 means no limit beyond each bus's own.
+	MaxStreams int
 	// Reload is called by POST /api/v1/reload; nil answers 503.
 	Reload func(context.Context) error
 	// Metrics serves GET /metrics; nil answers 404.
@@ -121,6 +124,7 @@ type Handler struct {
 	ready    atomic.Bool
 	draining atomic.Bool
 	streams  sync.WaitGroup
+	open     atomic.Int64 // streams open now, for MaxStreams
 }
 
 // New returns a Handler serving the routes of SPEC §6 over opts.Hub.
@@ -183,6 +187,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
+// refuse answers a request the access policy refused, and logs who it was:
+// the peer's uid and pid on a Unix socket, the key's name, never a secret.
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, c Caller, err error) {
+	e := asError(err)
+	attrs := []any{"method", r.Method, "path", r.URL.Path, "status", e.Status, "code", e.Code}
+	if ci := connFrom(r.Context()); ci.peer != nil {
+		attrs = append(attrs, "peer_uid", ci.peer.UID, "peer_pid", ci.peer.PID)
+	} else if !ci.unix {
+		attrs = append(attrs, "remote", r.RemoteAddr)
+	}
+	if c.KeyName != "" {
+		attrs = append(attrs, "key", c.KeyName)
+	}
+	h.options().Logger.Warn("refused", attrs...)
+	writeError(w, e)
+}
+
 func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	var allow []string
 	for _, rt := range routes {
@@ -237,13 +258,13 @@ func (h *Handler) wrap(rt route) http.Handler {
 		if o.Authenticate != nil {
 			c, err := o.Authenticate(r)
 			if err != nil {
-				writeError(w, err)
+				h.refuse(w, r, c, err)
 				return
 			}
 			caller = c
 		}
 		if err := rt.scope.check(caller, r); err != nil {
-			writeError(w, err)
+			h.refuse(w, r, caller, err)
 			return
 		}
 		rt.serve(h, w, r, caller)

@@ -165,8 +165,15 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 	}
 	h.streams.Add(1)
 	defer h.streams.Done()
-	// The subscription lives as long as this request: the transport closes it.
-	sub, err := b.Subscribe(nil, opts)
+	n := h.open.Add(1)
+	defer h.open.Add(-1)
+	var sub *bus.Subscription
+	if o.MaxStreams > 0 && n > int64(o.MaxStreams) {
+		err = bus.ErrSubscriberLimit
+	} else {
+		// The subscription lives as long as this request: the transport closes it.
+		sub, err = b.Subscribe(nil, opts)
+	}
 	switch {
 	case errors.Is(err, bus.ErrSubscriberLimit):
 		// Refused after the response could begin: the reason goes in-band.
@@ -180,7 +187,7 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 	}
 	var refusal *bus.Frame
 	if sub == nil {
-		refusal = bus.ErrorFrame(b.Session(), "subscriber_limit", "the bus's subscriber limit is reached; retry later")
+		refusal = bus.ErrorFrame(b.Session(), "subscriber_limit", "the subscriber limit is reached; retry later")
 	}
 	switch kind {
 	case kindSSE:
