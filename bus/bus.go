@@ -381,7 +381,10 @@ func (b *Bus) Subscribe(ctx context.Context, opts SubscribeOptions) (*Subscripti
 	b.subs = append(b.subs, s)
 	s.notify()
 	if ctx != nil && ctx.Done() != nil {
-		s.stopCtx = context.AfterFunc(ctx, s.Close)
+		stop := context.AfterFunc(ctx, s.Close)
+		s.mu.Lock()
+		s.stopCtx = stop
+		s.mu.Unlock()
 	}
 	return s, nil
 }

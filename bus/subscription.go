@@ -29,11 +29,11 @@ type Subscription struct {
 	maxBytes  int64
 	session   string // for the reserved frames it gets
 	ready     chan struct{}
-	stopCtx   func() bool // stops the context.AfterFunc
 	filter    atomic.Pointer[Filter]
 	index     int // position in bus.subs; -1 once removed. Guarded by bus.mu.
 
-	mu        sync.Mutex // guards the fields below
+	mu        sync.Mutex  // guards the fields below
+	stopCtx   func() bool // stops the context.AfterFunc; nil until set by Subscribe
 	q         []entry
 	live      int   // queued live frames
 	liveBytes int64 // their encoded size
@@ -104,8 +104,13 @@ func (s *Subscription) End() EndReason {
 // frames. It is idempotent and safe to call from any goroutine; it is what
 // cancelling the context given to Subscribe does.
 func (s *Subscription) Close() {
-	if s.stopCtx != nil {
-		s.stopCtx()
+	// Under s.mu: with a context that is already done, the AfterFunc runs
+	// Close while Subscribe is still storing stopCtx.
+	s.mu.Lock()
+	stop := s.stopCtx
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
 	}
 	s.bus.remove(s)
 	s.mu.Lock()
