@@ -8,6 +8,9 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 )
 
 // DefaultBinary is the path of the localbus executable in the unit files as
@@ -36,9 +39,10 @@ type Unit struct {
 // service manager (systemctl --user) instead of the system ones. An empty
 // binary means [DefaultBinary].
 //
-// binary must be an absolute, clean path without control characters, quotes
-// or backslashes, which systemd refuses in an executable name; spaces and
-// "%" are quoted and escaped for the unit file.
+// binary must be an absolute, clean, UTF-8 path of at most PATH_MAX bytes
+// and NAME_MAX bytes per name, without control characters, quotes or
+// backslashes, which systemd refuses in an executable name; spaces and "%"
+// are quoted and escaped for the unit file.
 func Units(user bool, binary string) ([]Unit, error) {
 	if binary == "" {
 		binary = DefaultBinary
@@ -72,9 +76,20 @@ func checkBinary(p string) error {
 	if filepath.Clean(p) != p {
 		return fmt.Errorf("systemd: binary path %q is not clean", p)
 	}
+	if !utf8.ValidString(p) {
+		return fmt.Errorf("systemd: binary path %q is not UTF-8", p)
+	}
 	for _, r := range p {
 		if r < ' ' || r == 0x7f || r == '"' || r == '\'' || r == '\\' {
 			return fmt.Errorf("systemd: binary path %q has a character systemd refuses in an executable name", p)
+		}
+	}
+	if len(p) >= unix.PathMax {
+		return fmt.Errorf("systemd: binary path %q is too long", p)
+	}
+	for _, elem := range strings.Split(p, "/") {
+		if len(elem) > unix.NAME_MAX {
+			return fmt.Errorf("systemd: binary path %q has a name too long", p)
 		}
 	}
 	return nil
