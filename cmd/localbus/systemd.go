@@ -1,0 +1,85 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/localbus/localbus/systemd"
+)
+
+func systemdCommand() *cli.Command {
+	userFlag := &cli.BoolFlag{Name: "user", Usage: "the per-user units (systemctl --user) instead of the system ones"}
+	binFlag := &cli.StringFlag{Name: "binary", Usage: "the localbus executable the service runs", DefaultText: "this executable"}
+	units := func(c *cli.Context) ([]systemd.Unit, error) {
+		bin := c.String("binary")
+		if bin == "" {
+			exe, err := os.Executable()
+			if err != nil {
+				return nil, err
+			}
+			if bin, err = filepath.EvalSymlinks(exe); err != nil {
+				return nil, err
+			}
+		}
+		return systemd.Units(c.Bool("user"), bin)
+	}
+	return &cli.Command{
+		Name:  "systemd",
+		Usage: "print or install the systemd units (localbus.socket, localbus.service)",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "print",
+				Usage: "print the unit files",
+				Flags: []cli.Flag{userFlag, binFlag},
+				Action: func(c *cli.Context) error {
+					us, err := units(c)
+					if err != nil {
+						return err
+					}
+					for i, u := range us {
+						if i > 0 {
+							fmt.Fprintln(c.App.Writer)
+						}
+						fmt.Fprintf(c.App.Writer, "# --- %s ---\n%s", u.Name, u.Content)
+					}
+					return nil
+				},
+			},
+			{
+				Name:  "install",
+				Usage: "write the unit files where the service manager finds them",
+				Description: "Writes localbus.socket and localbus.service to /etc/systemd/system, or with --user to\n" +
+					"$XDG_CONFIG_HOME/systemd/user. Then run: systemctl [--user] daemon-reload &&\n" +
+					"systemctl [--user] enable --now localbus.socket",
+				Flags: []cli.Flag{userFlag, binFlag, &cli.StringFlag{Name: "dir", Usage: "install into this directory instead"}},
+				Action: func(c *cli.Context) error {
+					us, err := units(c)
+					if err != nil {
+						return err
+					}
+					dir := c.String("dir")
+					if dir == "" {
+						if dir, err = systemd.UnitDir(c.Bool("user")); err != nil {
+							return err
+						}
+					}
+					if err := systemd.Install(dir, us); err != nil {
+						return err
+					}
+					scope := ""
+					if c.Bool("user") {
+						scope = " --user"
+					}
+					for _, u := range us {
+						fmt.Fprintf(c.App.Writer, "wrote %s\n", filepath.Join(dir, u.Name))
+					}
+					fmt.Fprintf(c.App.Writer, "now run: systemctl%s daemon-reload && systemctl%s enable --now localbus.socket\n", scope, scope)
+					return nil
+				},
+			},
+		},
+	}
+}
