@@ -184,7 +184,8 @@ type setting struct {
 	// path marks a path: a relative value in a file is taken relative to
 	// the file's directory.
 	path bool
-	// env is an environment variable the flag also reads, if any.
+	// env is an environment variable that sets the key when its flag is
+	// absent, if any.
 	env   string
 	usage string
 	// field returns a pointer to the field in c.
@@ -270,7 +271,8 @@ type ConfigError struct {
 	Msg string
 	// File is the configuration file the value came from, if it did.
 	File string
-	// Flag is the flag the value came from, e.g. "--ring-size", if it did.
+	// Flag is the flag the value came from, e.g. "--ring-size", or the
+	// environment variable, e.g. "$LOCALBUS_SOCKET", if it did.
 	Flag string
 }
 

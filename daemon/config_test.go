@@ -9,7 +9,9 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -723,11 +725,16 @@ func FuzzLoadConfig(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(full)
+	// One directory for every input: a t.TempDir per input costs more than
+	// the load itself.
+	dir := f.TempDir()
+	var n atomic.Int64
 	f.Fuzz(func(t *testing.T, data []byte) {
-		path := filepath.Join(t.TempDir(), "config.toml")
+		path := filepath.Join(dir, strconv.FormatInt(n.Add(1), 10)+".toml")
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
+		defer os.Remove(path)
 		c, err := LoadConfig(path, true)
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "config: ") {

@@ -14,7 +14,8 @@ import (
 // configuration key, named like the key with '-' for '_' (ring_size is
 // --ring-size). Values are written as in the file: durations "15s", modes
 // "0660", sizes in bytes; list flags repeat or take a comma-separated list.
-// --socket also reads $LOCALBUS_SOCKET, the variable the CLI's clients use.
+// Without --socket, a non-empty $LOCALBUS_SOCKET (the variable the CLI's
+// clients read) sets the socket over the file.
 //
 // Flags keep state, so each call returns new ones: use one slice per
 // command. ConfigFromCLI reads them back.
@@ -22,18 +23,20 @@ func ServeFlags() []cli.Flag {
 	def := Defaults()
 	flags := []cli.Flag{ConfigFlag()}
 	for _, s := range settings {
-		var envs []string
+		// The environment variable is read by ConfigFromCLI, not by the
+		// flag: urfave/cli counts an empty variable as set.
+		usage := s.usage
 		if s.env != "" {
-			envs = []string{s.env}
+			usage += " [$" + s.env + "]"
 		}
 		name, text := flagName(s.key), defaultText(s.field(&def))
 		switch s.field(&def).(type) {
 		case *bool:
-			flags = append(flags, &cli.BoolFlag{Name: name, Usage: s.usage, EnvVars: envs, DefaultText: text})
+			flags = append(flags, &cli.BoolFlag{Name: name, Usage: usage, DefaultText: text})
 		case *[]string:
-			flags = append(flags, &cli.StringSliceFlag{Name: name, Usage: s.usage, EnvVars: envs, DefaultText: text})
+			flags = append(flags, &cli.StringSliceFlag{Name: name, Usage: usage, DefaultText: text})
 		default:
-			flags = append(flags, &cli.StringFlag{Name: name, Usage: s.usage, EnvVars: envs, DefaultText: text, TakesFile: s.path})
+			flags = append(flags, &cli.StringFlag{Name: name, Usage: usage, DefaultText: text, TakesFile: s.path})
 		}
 	}
 	return flags
@@ -54,9 +57,10 @@ func ConfigFlag() cli.Flag {
 
 // ConfigFromCLI returns the configuration of a command that has ServeFlags:
 // the file named by --config (or the default file, see LoadConfig), then
-// every flag the user set on the command line or through its environment
-// variable, which wins over the file. Flag values are parsed and validated
-// like file values; errors are *ConfigError values naming the flag.
+// every flag the user set, which wins over the file (and, for --socket, a
+// non-empty $LOCALBUS_SOCKET, which wins over the file but not over the
+// flag). Flag values are parsed and validated like file values; their errors
+// are *ConfigError values whose Flag names the flag or variable.
 //
 // It reads the file afresh on every call, so reload calls it again with the
 // same context to re-read the file under the same flags.
@@ -67,24 +71,38 @@ func ConfigFromCLI(c *cli.Context) (Config, error) {
 	}
 	for _, s := range settings {
 		name := flagName(s.key)
-		if !c.IsSet(name) {
-			continue
+		switch {
+		case c.IsSet(name):
+			l.applyFlag(s, c, name)
+		case s.env != "" && os.Getenv(s.env) != "":
+			l.applyString(s, os.Getenv(s.env), "$"+s.env)
 		}
-		flag := "--" + name
-		switch p := s.field(&l.cfg).(type) {
-		case *bool:
-			*p = c.Bool(name)
-		case *[]string:
-			*p = nilIfEmpty(c.StringSlice(name))
-		default:
-			if msg := setString(p, c.String(name)); msg != "" {
-				l.errs = append(l.errs, &ConfigError{Key: s.key, Msg: msg, Flag: flag})
-				continue
-			}
-		}
-		l.from[s.key] = valueOrigin{flag: flag}
 	}
 	return l.finish()
+}
+
+// applyFlag sets the value of s from its flag, name.
+func (l *loader) applyFlag(s setting, c *cli.Context, name string) {
+	switch p := s.field(&l.cfg).(type) {
+	case *bool:
+		*p = c.Bool(name)
+	case *[]string:
+		*p = nilIfEmpty(c.StringSlice(name))
+	default:
+		l.applyString(s, c.String(name), "--"+name)
+		return
+	}
+	l.from[s.key] = valueOrigin{flag: "--" + name}
+}
+
+// applyString sets the value of s from v, which came from flag (a flag or
+// an environment variable).
+func (l *loader) applyString(s setting, v, flag string) {
+	if msg := setString(s.field(&l.cfg), v); msg != "" {
+		l.errs = append(l.errs, &ConfigError{Key: s.key, Msg: msg, Flag: flag})
+		return
+	}
+	l.from[s.key] = valueOrigin{flag: flag}
 }
 
 // flagName returns the flag of a configuration key: ring_size is ring-size.
