@@ -37,11 +37,13 @@ const listenFDsStart = 3
 // the defaults "unknown" and "<unit>.socket") is keyed [NameUnix] when it is a
 // Unix stream socket and [NameTCP] when it is a TCP socket. A socket named
 // [NameUnix] or [NameTCP] must be of that kind. Other names are returned as
-// they are; several sockets may share a name. Every inherited descriptor must
-// be a listening Unix or TCP stream socket: a descriptor that is not (a
-// datagram socket, a connected socket, a pipe, one that is not open because
-// LISTEN_FDS is too large) or a name of the wrong kind is an error, and then
-// every listener already made is closed.
+// they are; several sockets may share a name.
+//
+// Every inherited descriptor must be a listening Unix or TCP stream socket.
+// A datagram socket, a connected socket, a pipe, a descriptor that is not
+// open (LISTEN_FDS too large), a LISTEN_FDNAMES with the wrong number of
+// names or a name of the wrong kind is an error; Listeners then closes the
+// listeners it made and returns none, and the daemon should exit.
 //
 // Listeners unsets LISTEN_PID, LISTEN_FDS and LISTEN_FDNAMES in every case,
 // so a second call, or a child process, never takes the sockets again; call it
