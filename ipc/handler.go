@@ -51,8 +51,6 @@ type Options struct {
 	MaxStreams int
 	// Reload is called by POST /api/v1/reload; nil answers 503.
 	Reload func(context.Context) error
-	// Metrics serves GET /metrics; nil answers 404.
-	Metrics http.Handler
 	// Version is reported by /api/v1/caps.
 	Version string
 	// Caps are the limits /api/v1/caps reports.
@@ -125,12 +123,14 @@ type Handler struct {
 	draining atomic.Bool
 	streams  sync.WaitGroup
 	open     atomic.Int64 // streams open now, for MaxStreams
+	metrics  *metrics
 }
 
 // New returns a Handler serving the routes of SPEC §6 over opts.Hub.
 func New(opts Options) *Handler {
 	h := &Handler{mux: http.NewServeMux()}
 	h.SetOptions(opts)
+	h.metrics = newMetrics(h)
 	h.ready.Store(true)
 	paths := map[string]bool{}
 	for _, rt := range routes {

@@ -51,10 +51,5 @@ func (h *Handler) serveReload(w http.ResponseWriter, r *http.Request, c Caller) 
 }
 
 func (h *Handler) serveMetrics(w http.ResponseWriter, r *http.Request, c Caller) {
-	o := h.options()
-	if o.Metrics == nil {
-		writeError(w, errorf(http.StatusNotFound, "not_found", "metrics are not enabled"))
-		return
-	}
-	o.Metrics.ServeHTTP(w, r)
+	h.metrics.handler.ServeHTTP(w, r)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"time"
 
 	"github.com/localbus/localbus/bus"
 )
@@ -142,7 +143,9 @@ func (h *Handler) servePublish(w http.ResponseWriter, r *http.Request, c Caller)
 		}
 		events[i].Originator = originator
 	}
+	start := time.Now()
 	first, last, err := o.Hub.Publish(id, events)
+	h.metrics.publishSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		writeError(w, err)
 		return
