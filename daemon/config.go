@@ -21,6 +21,7 @@ import (
 
 // Config is the configuration of localbus serve: one field per key of the
 // configuration file, each also settable by a serve flag (see ServeFlags).
+// A field is named after its key: RingSize is ring_size and --ring-size.
 //
 // The zero Config is not valid; start from Defaults, or get one from
 // LoadConfig or ConfigFromCLI, which return only valid configurations.
@@ -287,10 +288,11 @@ func (e *ConfigError) Error() string {
 }
 
 // LoadConfig reads the configuration file at path over Defaults and
-// validates the result; path "" means DefaultConfigPath(). An absent file
-// means all defaults, unless explicit is set (the user named the file, with
-// --config): then an absent file is an error naming it, since a typo in the
-// path should not silently start a daemon on defaults.
+// validates the result; path "" means DefaultConfigPath(), which is never
+// explicit. An absent file means all defaults, unless explicit is set (the
+// user named the file, with --config): then an absent file is an error
+// naming it, since a typo in the path should not silently start a daemon on
+// defaults.
 //
 // The file is strict: an unknown key, a value of the wrong type and a value
 // out of range are each a *ConfigError naming the key; all of them are
