@@ -6,11 +6,11 @@ import (
 	"net/http"
 	"slices"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/hub"
 	"github.com/localbus/localbus/ipc/ipctest"
 )
 
@@ -48,9 +48,12 @@ func data[T any](tb testing.TB, env bus.Envelope) T {
 // ev is an event to publish; data is raw JSON, "" for none.
 func ev(typ, data string) ipctest.Event { return ipctest.Event{Type: typ, Data: data} }
 
-// newServer starts a server with auto-create on, as the daemon defaults.
+// hubOpts are the hub options of the daemon's defaults: auto-create on.
+func hubOpts() hub.Options { return hub.Options{AutoCreate: true} }
+
+// newServer starts a server with the daemon's defaults.
 func newServer(tb testing.TB) *ipctest.Server {
-	return ipctest.New(tb, ipctest.Options{})
+	return ipctest.New(tb, ipctest.Options{Hub: hubOpts()})
 }
 
 // createSession creates a session over REST and fails the test unless it
@@ -114,5 +117,3 @@ func expectSSE(tb testing.TB, st *ipctest.SSE, want ...string) []bus.Envelope {
 	}
 	return got
 }
-
-var _ = time.Second

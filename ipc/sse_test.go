@@ -1,0 +1,211 @@
+package ipc_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/ipc"
+	"github.com/localbus/localbus/ipc/ipctest"
+)
+
+// nextBlock returns the next SSE block, bounded by wait.
+func nextBlock(tb testing.TB, st *ipctest.SSE) ipctest.SSEFrame {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	f, err := st.Next(ctx)
+	if err != nil {
+		tb.Fatalf("SSE next block: %v", err)
+	}
+	return f
+}
+
+func TestSSEFraming(t *testing.T) {
+	srv := ipctest.New(t, ipctest.Options{
+		Hub:     hubOpts(),
+		Handler: ipc.Options{Keepalive: 50 * time.Millisecond},
+	})
+	createSession(t, srv, "s")
+	st := srv.OpenSSE(t, "/api/v1/sessions/s/events", nil)
+
+	h := st.Response.Header
+	for name, want := range map[string]string{
+		"Content-Type":      "text/event-stream",
+		"Cache-Control":     "no-cache",
+		"X-Accel-Buffering": "no",
+	} {
+		if got := h.Get(name); got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
+	}
+
+	// The stream starts with the retry hint, alone.
+	first := nextBlock(t, st)
+	if first.Raw != "retry: 3000" {
+		t.Errorf("first block = %q, want %q", first.Raw, "retry: 3000")
+	}
+
+	// Reserved frames have event: and data: and never id:.
+	ready := nextBlock(t, st)
+	if ready.HasID || ready.Event != bus.TypeReady || !strings.HasPrefix(ready.Raw, "event: stream:ready\ndata: {") {
+		t.Errorf("stream:ready block = %q, want event: and data: lines and no id:", ready.Raw)
+	}
+	env, err := ready.Envelope()
+	if err != nil || env.Type != bus.TypeReady || env.ID != 0 {
+		t.Errorf("stream:ready data = %q (%v), want an envelope without id", ready.Data, err)
+	}
+	rd := data[bus.ReadyData](t, env)
+	if rd.Cursor == nil || *rd.Cursor != 0 || rd.LastID != 0 || rd.EarliestID != nil || rd.Types != nil || rd.MaxQueued != bus.DefaultMaxQueued {
+		t.Errorf("stream:ready data = %s, want cursor 0, lastId 0, earliestId null, types null, maxQueued %d", env.Data, bus.DefaultMaxQueued)
+	}
+
+	// Events: id:, event:, data: in that order, data one line of JSON.
+	srv.Publish(t, "s", ev("build:step", `{"n": 3}`))
+	f := nextBlock(t, st)
+	for f.Data == "" { // a ping may come first
+		f = nextBlock(t, st)
+	}
+	wantPrefix := "id: 1\nevent: build:step\ndata: {\"id\":1,\"v\":1,\"type\":\"build:step\",\"session\":\"s\",\"data\":{\"n\":3},\"timestamp\":\""
+	if !f.HasID || f.ID != "1" || f.Event != "build:step" || !strings.HasPrefix(f.Raw, wantPrefix) || strings.Count(f.Raw, "\n") != 2 {
+		t.Errorf("event block = %q, want prefix %q and three lines", f.Raw, wantPrefix)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal([]byte(f.Data), &raw); err != nil {
+		t.Fatalf("event data %q: %v", f.Data, err)
+	}
+	if _, ok := raw["originator"]; ok {
+		t.Errorf("event data %q has an originator without a %s header", f.Data, ipc.ClientIDHeader)
+	}
+
+	// A quiet stream gets ": ping" comments.
+	for {
+		f := nextBlock(t, st)
+		if f.Data != "" {
+			t.Fatalf("unexpected block %q on a quiet stream", f.Raw)
+		}
+		if f.Raw == ": ping" && slices.Equal(f.Comments, []string{"ping"}) {
+			break
+		}
+	}
+
+	// A replay ends with stream:replayed, without id: either.
+	rs := srv.OpenSSE(t, "/api/v1/sessions/s/events?since=0", nil)
+	var blocks []ipctest.SSEFrame
+	for len(blocks) < 3 {
+		if b := nextBlock(t, rs); b.Data != "" {
+			blocks = append(blocks, b)
+		}
+	}
+	if blocks[0].Event != bus.TypeReady || blocks[0].HasID || blocks[1].ID != "1" || blocks[2].Event != bus.TypeReplayed || blocks[2].HasID {
+		t.Errorf("replay blocks = %q, want stream:ready, id 1, stream:replayed (reserved without id:)", []string{blocks[0].Raw, blocks[1].Raw, blocks[2].Raw})
+	}
+}
+
+// TestSSEResumeCursor pins which cursor a stream resumes from: the
+// Last-Event-ID header wins over ?since=, a malformed or empty header is
+// ignored (live only, cursor null) unless ?since= is given, and an epoch
+// other than the bus's gives stream:gap epoch_reset and the whole ring.
+func TestSSEResumeCursor(t *testing.T) {
+	srv := newServer(t)
+
+	cases := []struct {
+		name   string
+		query  string
+		header http.Header
+		cursor *uint64 // stream:ready's cursor
+		gap    string  // stream:gap's reason, "" for none
+		replay []uint64
+		live   bool // no replay: the next event is live
+	}{
+		{"header wins over since", "?since=1", header("Last-Event-ID", "3"), ptr[uint64](3), "", seq(4, 5), false},
+		{"header alone", "", header("Last-Event-ID", "2"), ptr[uint64](2), "", seq(3, 5), false},
+		{"header with leading zeros", "", header("Last-Event-ID", "0004"), ptr[uint64](4), "", seq(5, 5), false},
+		{"since alone", "?since=0", nil, ptr[uint64](0), "", seq(1, 5), false},
+		{"malformed header ignored", "", header("Last-Event-ID", "abc"), nil, "", nil, true},
+		{"negative header ignored", "", header("Last-Event-ID", "-1"), nil, "", nil, true},
+		{"header above 2^53-1 ignored", "", header("Last-Event-ID", "9007199254740992"), nil, "", nil, true},
+		{"empty header ignored", "", header("Last-Event-ID", ""), nil, "", nil, true},
+		{"malformed header then since", "?since=2", header("Last-Event-ID", "x"), ptr[uint64](2), "", seq(3, 5), false},
+		{"no cursor", "", nil, ptr[uint64](5), "", nil, true},
+		{"epoch matches", "?since=2&epoch=EPOCH", nil, ptr[uint64](2), "", seq(3, 5), false},
+		{"epoch differs", "?since=2&epoch=other", nil, ptr[uint64](2), bus.GapEpochReset, seq(1, 5), false},
+		{"epoch header differs", "", header("Last-Event-ID", "4", "Localbus-Epoch", "other"), ptr[uint64](4), bus.GapEpochReset, seq(1, 5), false},
+		{"epoch without cursor", "?epoch=other", nil, ptr[uint64](5), "", nil, true},
+		{"cursor past lastId", "?since=9", nil, ptr[uint64](9), bus.GapEpochReset, seq(1, 5), false},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			// A session of its own: five events, ids 1 to 5.
+			id := fmt.Sprintf("s%d", i)
+			for n := range 5 {
+				srv.Publish(t, id, ev("a:b", strconv.Itoa(n+1)))
+			}
+			s, _ := srv.Hub.Session(id)
+			epoch := s.Bus.Epoch()
+			query := strings.ReplaceAll(tc.query, "EPOCH", epoch)
+			st := srv.OpenSSE(t, "/api/v1/sessions/"+id+"/events"+query, tc.header)
+			defer st.Close()
+			ready := st.MustNext(t)
+			if ready.Type != bus.TypeReady {
+				t.Fatalf("first frame %s, want stream:ready", ready.Type)
+			}
+			rd := data[bus.ReadyData](t, ready)
+			if (rd.Cursor == nil) != (tc.cursor == nil) || rd.Cursor != nil && *rd.Cursor != *tc.cursor {
+				t.Errorf("stream:ready cursor = %s, want %v", ready.Data, fmtPtr(tc.cursor))
+			}
+			if rd.Epoch != epoch || rd.LastID != 5 {
+				t.Errorf("stream:ready = %s, want epoch %s lastId 5", ready.Data, epoch)
+			}
+			if tc.live {
+				r := srv.Publish(t, id, ev("a:live", ""))
+				if got := st.MustNext(t); got.ID != r.LastID || got.Type != "a:live" {
+					t.Errorf("after stream:ready got %s %d, want the live event %d", got.Type, got.ID, r.LastID)
+				}
+				return
+			}
+			next := st.MustNext(t)
+			if tc.gap != "" {
+				if next.Type != bus.TypeGap {
+					t.Fatalf("got %s, want stream:gap", next.Type)
+				}
+				gd := data[bus.GapData](t, next)
+				if gd.Reason != tc.gap || gd.LastDeliveredID != *tc.cursor || gd.LastID != 5 {
+					t.Errorf("stream:gap = %s, want reason %s lastDeliveredId %d lastId 5", next.Data, tc.gap, *tc.cursor)
+				}
+				next = st.MustNext(t)
+			}
+			var got []uint64
+			for next.Type != bus.TypeReplayed {
+				if next.ID == 0 {
+					t.Fatalf("got %s during the replay", next.Type)
+				}
+				got = append(got, next.ID)
+				next = st.MustNext(t)
+			}
+			if !slices.Equal(got, tc.replay) {
+				t.Errorf("replayed %v, want %v", got, tc.replay)
+			}
+			rp := data[bus.ReplayedData](t, next)
+			if rp.ReplayedCount != len(got) {
+				t.Errorf("stream:replayed = %s, want replayedCount %d", next.Data, len(got))
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func fmtPtr(p *uint64) any {
+	if p == nil {
+		return "null"
+	}
+	return *p
+}
