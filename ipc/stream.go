@@ -184,6 +184,13 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 	}
 	if sub != nil {
 		defer sub.Close()
+		if h.draining.Load() {
+			// Shutdown began while this stream was being set up, and may
+			// already have ended the others: end this one the same way.
+			// (Drain happens before the hub ends streams, so a stream that
+			// subscribed after that sees draining here.)
+			b.EndStreams(bus.EndShutdown)
+		}
 	}
 	var refusal *bus.Frame
 	if sub == nil {
