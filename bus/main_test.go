@@ -92,7 +92,7 @@ func take(tb testing.TB, s *bus.Subscription) ([]bus.Envelope, bool) {
 // summary renders envelopes for comparison: "type#id" for events and
 // "type {data}" for reserved frames, data keys sorted. retryMs, which is
 // random, is checked to be in [500, 1500) and rendered as "R".
-func summary(tb testing.TB, envs []bus.Envelope) []string {
+func summary(tb reporter, envs []bus.Envelope) []string {
 	tb.Helper()
 	out := make([]string, 0, len(envs))
 	for _, e := range envs {
@@ -110,22 +110,34 @@ func summary(tb testing.TB, envs []bus.Envelope) []string {
 			}
 			m["retryMs"] = "R"
 		}
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		var sb strings.Builder
-		for i, k := range keys {
-			if i > 0 {
-				sb.WriteByte(',')
-			}
-			v, _ := json.Marshal(m[k])
-			fmt.Fprintf(&sb, "%s:%s", k, v)
-		}
-		out = append(out, fmt.Sprintf("%s {%s}", e.Type, sb.String()))
+		out = append(out, render(e.Type, m))
 	}
 	return out
+}
+
+// render is summary's form of a reserved frame of type typ with data m.
+func render(typ string, m map[string]any) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var sb strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		v, _ := json.Marshal(m[k])
+		fmt.Fprintf(&sb, "%s:%s", k, v)
+	}
+	return fmt.Sprintf("%s {%s}", typ, sb.String())
+}
+
+// reporter is what testing.TB and *rapid.T have in common that summary needs.
+type reporter interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
 }
 
 // isInputError reports whether err is an *bus.InputError about field.

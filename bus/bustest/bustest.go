@@ -4,16 +4,22 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/localbus/localbus/bus"
 )
 
+// TB is the part of testing.TB the helpers use, so that they also serve
+// property tests whose T is not a testing.TB (pgregory.net/rapid).
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
 // Decode decodes a frame's JSON envelope. It fails the test if the bytes are
 // not one line of JSON, or if the frame's SSE form does not carry the same
 // envelope.
-func Decode(tb testing.TB, f *bus.Frame) bus.Envelope {
+func Decode(tb TB, f *bus.Frame) bus.Envelope {
 	tb.Helper()
 	js := f.JSON()
 	if strings.ContainsAny(string(js), "\r\n") {
@@ -30,7 +36,7 @@ func Decode(tb testing.TB, f *bus.Frame) bus.Envelope {
 }
 
 // DecodeAll decodes frames in order with Decode.
-func DecodeAll(tb testing.TB, frames []*bus.Frame) []bus.Envelope {
+func DecodeAll(tb TB, frames []*bus.Frame) []bus.Envelope {
 	tb.Helper()
 	envs := make([]bus.Envelope, 0, len(frames))
 	for _, f := range frames {
@@ -41,7 +47,7 @@ func DecodeAll(tb testing.TB, frames []*bus.Frame) []bus.Envelope {
 
 // Drain takes what s has queued now, without waiting, and decodes it. ended
 // reports that the stream is over (see [bus.Subscription.Take]).
-func Drain(tb testing.TB, s *bus.Subscription) (envs []bus.Envelope, ended bool) {
+func Drain(tb TB, s *bus.Subscription) (envs []bus.Envelope, ended bool) {
 	tb.Helper()
 	frames, ended := s.Take(nil)
 	return DecodeAll(tb, frames), ended
@@ -51,7 +57,7 @@ func Drain(tb testing.TB, s *bus.Subscription) (envs []bus.Envelope, ended bool)
 // stream ends, waiting at most timeout in all, and fails the test if the time
 // runs out first. It may return more than n: each Take empties the queue.
 // ended reports that the stream is over.
-func Collect(tb testing.TB, s *bus.Subscription, n int, timeout time.Duration) (envs []bus.Envelope, ended bool) {
+func Collect(tb TB, s *bus.Subscription, n int, timeout time.Duration) (envs []bus.Envelope, ended bool) {
 	tb.Helper()
 	return collect(tb, s, n, timeout)
 }
@@ -59,14 +65,14 @@ func Collect(tb testing.TB, s *bus.Subscription, n int, timeout time.Duration) (
 // CollectEnd takes frames from s until the stream ends, waiting at most
 // timeout in all, and fails the test if it does not end in time. The last
 // envelope is the terminal frame, if the stream had one.
-func CollectEnd(tb testing.TB, s *bus.Subscription, timeout time.Duration) []bus.Envelope {
+func CollectEnd(tb TB, s *bus.Subscription, timeout time.Duration) []bus.Envelope {
 	tb.Helper()
 	envs, _ := collect(tb, s, -1, timeout)
 	return envs
 }
 
 // collect is Collect; n < 0 means until the stream ends.
-func collect(tb testing.TB, s *bus.Subscription, n int, timeout time.Duration) ([]bus.Envelope, bool) {
+func collect(tb TB, s *bus.Subscription, n int, timeout time.Duration) ([]bus.Envelope, bool) {
 	tb.Helper()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
@@ -116,7 +122,7 @@ func IDs(envs []bus.Envelope) []uint64 {
 // Data decodes env's data into a T, typically one of the bus's frame data
 // types ([bus.ReadyData], [bus.GapData], ...). Unknown fields fail the test,
 // so a frame that grows a field the test does not expect is noticed.
-func Data[T any](tb testing.TB, env bus.Envelope) T {
+func Data[T any](tb TB, env bus.Envelope) T {
 	tb.Helper()
 	var v T
 	dec := json.NewDecoder(strings.NewReader(string(env.Data)))
