@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/localbus/localbus/access"
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/hub"
 	"github.com/localbus/localbus/ipc"
@@ -69,14 +70,19 @@ func newDaemon(cfg Config, opts Options) (*Daemon, error) {
 	if d.log == nil {
 		d.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: d.level}))
 	}
+	auth, err := newAuth(cfg)
+	if err != nil {
+		return nil, err
+	}
 	h, err := hub.New(hubOptions(cfg))
 	if err != nil {
 		return nil, err
 	}
 	d.hub = h
-	d.handler = ipc.New(d.handlerOptions(cfg))
+	d.handler = ipc.New(d.handlerOptions(cfg, auth))
 	d.server = &http.Server{
 		Handler:           d.handler,
+		ConnContext:       ipc.ConnContext,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    int(cfg.MaxHeaderBytes),
@@ -96,9 +102,33 @@ func hubOptions(cfg Config) hub.Options {
 	}
 }
 
-func (d *Daemon) handlerOptions(cfg Config) ipc.Options {
+// newAuth builds the access policy of cfg (SPEC §7), reading the keys
+// file. An unreadable or invalid keys file, or one others may read, is an
+// error: the daemon does not start, and a reload keeps the running policy.
+func newAuth(cfg Config) (*ipc.Auth, error) {
+	keys, err := access.Load(cfg.KeysFile)
+	if err != nil {
+		return nil, err
+	}
+	peerScopes, err := access.ParseScopes(cfg.UnixPeerScopes)
+	if err != nil {
+		return nil, fmt.Errorf("unix_peer_scopes: %w", err)
+	}
+	return &ipc.Auth{
+		Keys:             keys,
+		RequireKeyOnUnix: cfg.UnixAuth == UnixAuthKey,
+		DaemonUID:        uint32(os.Getuid()),
+		PeerScopes:       peerScopes,
+		AllowedOrigins:   cfg.AllowedOrigins,
+		AllowedHosts:     cfg.AllowedHosts,
+	}, nil
+}
+
+func (d *Daemon) handlerOptions(cfg Config, auth *ipc.Auth) ipc.Options {
 	return ipc.Options{
 		Hub:           d.hub,
+		Authenticate:  auth.Authenticate,
+		MaxStreams:    cfg.MaxSubscribersTotal,
 		MaxEventBytes: cfg.MaxEventBytes,
 		MaxBodyBytes:  cfg.MaxBodyBytes,
 		Keepalive:     cfg.Keepalive,
@@ -158,7 +188,12 @@ func (d *Daemon) listen() (ls []net.Listener, cleanup func(), err error) {
 func (d *Daemon) serve(ctx context.Context, listeners []net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	d.server.BaseContext = func(net.Listener) context.Context { return ctx }
+	// Requests do not get ctx: the signal that ends it must not cut streams
+	// off before shutdown has told them why (stream:closed). Their context
+	// ends when shutdown is over, or when its time is up.
+	base, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRequests()
+	d.server.BaseContext = func(net.Listener) context.Context { return base }
 
 	var wg sync.WaitGroup
 	serveErr := make(chan error, len(listeners))
@@ -197,7 +232,7 @@ loop:
 			}
 		}
 	}
-	d.shutdown()
+	d.shutdown(cancelRequests)
 	cancel()
 	wg.Wait()
 	return err
@@ -205,8 +240,9 @@ loop:
 
 // shutdown stops accepting, ends every stream with stream:closed (shutdown)
 // and WebSocket 1001, lets in-flight requests finish and waits for streams,
-// all within shutdown_timeout.
-func (d *Daemon) shutdown() {
+// all within shutdown_timeout. Past it, it calls cancelRequests and closes
+// what is left.
+func (d *Daemon) shutdown(cancelRequests context.CancelFunc) {
 	d.notifier.Stopping()
 	d.log.Info("shutting down")
 	d.reloadMu.Lock()
@@ -225,6 +261,7 @@ func (d *Daemon) shutdown() {
 	}
 	if err != nil {
 		d.log.Warn("shutdown timed out; closing what is left", "timeout", timeout)
+		cancelRequests()
 		d.server.Close()
 	}
 	d.hub.Close()
@@ -239,9 +276,13 @@ func (d *Daemon) notifyStatus() {
 func (d *Daemon) reloadRequest(context.Context) error { return d.reload() }
 
 // restartKeys are the settings a reload cannot change in a running daemon.
+// The http.Server's timeouts and header limit are among them: its serving
+// goroutines read those fields without a lock, so changing them while it
+// runs is a data race.
 var restartKeys = map[string]bool{
 	"socket": true, "socket_mode": true, "socket_group": true, "listen_tcp": true,
 	"state_dir": true, "durability": true,
+	"read_header_timeout": true, "idle_timeout": true, "max_header_bytes": true,
 }
 
 // reload re-reads the configuration; an invalid one is refused and the
@@ -269,12 +310,16 @@ func (d *Daemon) reload() error {
 		d.log.Warn("these settings change only on restart; keeping their running values", "keys", restart)
 		next.Socket, next.SocketMode, next.SocketGroup = d.cfg.Socket, d.cfg.SocketMode, d.cfg.SocketGroup
 		next.ListenTCP, next.StateDir, next.Durability = d.cfg.ListenTCP, d.cfg.StateDir, d.cfg.Durability
+		next.ReadHeaderTimeout, next.IdleTimeout, next.MaxHeaderBytes = d.cfg.ReadHeaderTimeout, d.cfg.IdleTimeout, d.cfg.MaxHeaderBytes
+	}
+	auth, err := newAuth(next)
+	if err != nil {
+		return err
 	}
 	if err := d.hub.SetOptions(hubOptions(next)); err != nil {
 		return err
 	}
-	d.handler.SetOptions(d.handlerOptions(next))
-	d.server.ReadHeaderTimeout, d.server.IdleTimeout = next.ReadHeaderTimeout, next.IdleTimeout
+	d.handler.SetOptions(d.handlerOptions(next, auth))
 	d.level.Set(next.SlogLevel())
 	d.cfg = next
 	d.hub.EndStreams(bus.EndReload)

@@ -182,8 +182,16 @@ func (h *Handler) Wait(ctx context.Context) error {
 	}
 }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler. A query string that carries something
+// like a credential is refused with 401 before anything else, whatever the
+// path: before the mux could answer 404 or 405, or redirect an unclean path
+// with the query (and so the secret) echoed in its Location header.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if name, found := access.QueryCredential(r.URL.RawQuery); found {
+		h.refuse(w, r, Caller{}, errorf(http.StatusUnauthorized, "credentials_in_query",
+			"credentials are never accepted in the query string (parameter %q); send Authorization: Bearer <key>", name))
+		return
+	}
 	h.mux.ServeHTTP(w, r)
 }
 
