@@ -188,12 +188,7 @@ func (d *Daemon) listen() (ls []net.Listener, cleanup func(), err error) {
 func (d *Daemon) serve(ctx context.Context, listeners []net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// Requests do not get ctx: the signal that ends it must not cut streams
-	// off before shutdown has told them why (stream:closed). Their context
-	// ends when shutdown is over, or when its time is up.
-	base, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelRequests()
-	d.server.BaseContext = func(net.Listener) context.Context { return base }
+	d.server.BaseContext = func(net.Listener) context.Context { return ctx }
 
 	var wg sync.WaitGroup
 	serveErr := make(chan error, len(listeners))
@@ -232,7 +227,7 @@ loop:
 			}
 		}
 	}
-	d.shutdown(cancelRequests)
+	d.shutdown()
 	cancel()
 	wg.Wait()
 	return err
@@ -240,9 +235,8 @@ loop:
 
 // shutdown stops accepting, ends every stream with stream:closed (shutdown)
 // and WebSocket 1001, lets in-flight requests finish and waits for streams,
-// all within shutdown_timeout. Past it, it calls cancelRequests and closes
-// what is left.
-func (d *Daemon) shutdown(cancelRequests context.CancelFunc) {
+// all within shutdown_timeout.
+func (d *Daemon) shutdown() {
 	d.notifier.Stopping()
 	d.log.Info("shutting down")
 	d.reloadMu.Lock()
@@ -261,7 +255,6 @@ func (d *Daemon) shutdown(cancelRequests context.CancelFunc) {
 	}
 	if err != nil {
 		d.log.Warn("shutdown timed out; closing what is left", "timeout", timeout)
-		cancelRequests()
 		d.server.Close()
 	}
 	d.hub.Close()
