@@ -216,4 +216,3 @@ func TestResumeUnderLoad(t *testing.T) {
 		return s.Bus.Stats().Subscribers == 0
 	})
 }
-
