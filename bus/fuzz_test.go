@@ -1,0 +1,200 @@
+package bus_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/big"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
+)
+
+// The seed corpora live in testdata/fuzz/FuzzXxx/.
+
+func FuzzParseCursor(f *testing.F) {
+	maxCursor := big.NewInt(bus.MaxCursor)
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := bus.ParseCursor(s)
+		digits := s != "" && strings.Trim(s, "0123456789") == ""
+		if err != nil {
+			if !isInputError(err, "cursor") {
+				t.Fatalf("ParseCursor(%q) = %#v, want *InputError{Field: cursor}", s, err)
+			}
+			if n != 0 {
+				t.Fatalf("ParseCursor(%q) = %d with its error", s, n)
+			}
+			if digits {
+				v, _ := new(big.Int).SetString(s, 10)
+				if v.Cmp(maxCursor) <= 0 {
+					t.Fatalf("ParseCursor(%q) = %v, want %v", s, err, v)
+				}
+			}
+		} else {
+			if !digits {
+				t.Fatalf("ParseCursor(%q) = %d, want an error: not decimal digits", s, n)
+			}
+			v, _ := new(big.Int).SetString(s, 10)
+			if !v.IsUint64() || v.Uint64() != n || n > bus.MaxCursor {
+				t.Fatalf("ParseCursor(%q) = %d, want %v", s, n, v)
+			}
+		}
+		m, err2 := bus.ParseMaxQueued(s)
+		if ok := err == nil && n >= bus.MinMaxQueued && n <= bus.MaxMaxQueued; ok != (err2 == nil) || (ok && uint64(m) != n) {
+			t.Fatalf("ParseMaxQueued(%q) = %d, %v; ParseCursor gave %d, %v", s, m, err2, n, err)
+		}
+		if err2 != nil && !isInputError(err2, "maxQueued") {
+			t.Fatalf("ParseMaxQueued(%q) = %#v, want *InputError{Field: maxQueued}", s, err2)
+		}
+	})
+}
+
+func FuzzParseFilter(f *testing.F) {
+	f.Fuzz(func(t *testing.T, s string) {
+		fl, err := bus.ParseFilter(s)
+		if err != nil {
+			if !isInputError(err, "types") || fl != nil {
+				t.Fatalf("ParseFilter(%q) = %v, %#v; want nil, *InputError{Field: types}", s, fl.Types(), err)
+			}
+			return
+		}
+		types := fl.Types()
+		if len(types) == 0 || len(types) > 256 {
+			t.Fatalf("ParseFilter(%q) has %d entries", s, len(types))
+		}
+		seen := map[string]bool{}
+		for _, e := range types {
+			if seen[e] {
+				t.Fatalf("ParseFilter(%q): %q twice", s, e)
+			}
+			seen[e] = true
+			fam := bus.FamilyOf(e)
+			if bus.IsReservedFamily(fam) {
+				t.Fatalf("ParseFilter(%q) accepted reserved %q", s, e)
+			}
+			if strings.HasSuffix(e, ":*") {
+				if bus.ValidateFamily(fam) != nil || fam+":*" != e {
+					t.Fatalf("ParseFilter(%q) accepted %q", s, e)
+				}
+				if !fl.Match(fam + ":anything") {
+					t.Fatalf("ParseFilter(%q).Match(%s:anything) = false", s, fam)
+				}
+			} else if bus.ValidateType(e) != nil {
+				t.Fatalf("ParseFilter(%q) accepted %q", s, e)
+			}
+			if !fl.Match(e) && !strings.HasSuffix(e, ":*") {
+				t.Fatalf("ParseFilter(%q).Match(%q) = false", s, e)
+			}
+			if !fl.Within(fam) && len(fl.Families()) == 1 {
+				t.Fatalf("ParseFilter(%q).Within(%q) = false with one family", s, fam)
+			}
+		}
+		for _, e := range strings.Split(s, ",") {
+			if !seen[e] {
+				t.Fatalf("ParseFilter(%q) dropped %q", s, e)
+			}
+		}
+		for _, r := range []string{"stream:ready", "stream:gap", "localbus:reloaded"} {
+			if fl.Match(r) {
+				t.Fatalf("ParseFilter(%q).Match(%q) = true", s, r)
+			}
+		}
+		again, err := bus.ParseFilter(strings.Join(types, ","))
+		if err != nil || strings.Join(again.Types(), ",") != strings.Join(types, ",") {
+			t.Fatalf("ParseFilter(Types() of %q) = %v, %v; want the same entries", s, again.Types(), err)
+		}
+	})
+}
+
+// FuzzPublish publishes one event with arbitrary type, data and originator:
+// either it is refused with an *InputError and burns no id, or every
+// subscriber gets a frame that is valid one-line UTF-8 JSON with the
+// compacted data, in a well-formed SSE frame.
+func FuzzPublish(f *testing.F) {
+	f.Fuzz(func(t *testing.T, typ string, data []byte, originator string) {
+		b, err := bus.New(bus.Options{Session: "s", Epoch: testEpoch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		s := subscribe(t, b, bus.SubscribeOptions{})
+		s.Take(nil)
+		_, last, err := b.Publish(bus.Event{Type: typ, Data: data, Originator: originator, Time: fixedTime})
+		if err != nil {
+			if !bus.IsInputError(err) {
+				t.Fatalf("Publish = %v, want an *InputError", err)
+			}
+			if b.LastID() != 0 {
+				t.Fatalf("a refused event burned an id")
+			}
+			if frames, _ := s.Take(nil); len(frames) != 0 {
+				t.Fatalf("a refused event reached a subscriber")
+			}
+			if bus.ValidatePublishType(typ) == nil && json.Valid(data) && utf8.Valid(data) {
+				t.Fatalf("Publish(%q, %q) = %v, want it accepted", typ, data, err)
+			}
+			return
+		}
+		if last != 1 {
+			t.Fatalf("id = %d, want 1", last)
+		}
+		frames, _ := s.Take(nil)
+		if len(frames) != 1 {
+			t.Fatalf("got %d frames, want 1", len(frames))
+		}
+		fr := frames[0]
+		js := fr.JSON()
+		if !json.Valid(js) || !utf8.Valid(js) || bytes.ContainsAny(js, "\r\n") {
+			t.Fatalf("envelope is not one line of valid UTF-8 JSON: %q", js)
+		}
+		if want := "id: 1\nevent: " + typ + "\ndata: " + string(js) + "\n\n"; string(fr.SSE()) != want {
+			t.Fatalf("SSE = %q, want %q", fr.SSE(), want)
+		}
+		env := bustest.Decode(t, fr)
+		var compact bytes.Buffer
+		if len(bytes.TrimSpace(data)) == 0 {
+			compact.WriteString("null")
+		} else if err := json.Compact(&compact, data); err != nil {
+			t.Fatalf("accepted data %q that does not compact: %v", data, err)
+		}
+		if !bytes.Equal(env.Data, compact.Bytes()) {
+			t.Fatalf("data = %s, want %s", env.Data, compact.Bytes())
+		}
+		if utf8.ValidString(originator) && env.Originator != originator {
+			t.Fatalf("originator = %q, want %q", env.Originator, originator)
+		}
+		if (originator == "") != !bytes.Contains(js, []byte(`"originator"`)) {
+			t.Fatalf("originator present = %v for %q", !(originator == ""), originator)
+		}
+	})
+}
+
+// FuzzParseFrame feeds arbitrary bytes to the journal's frame parser: an
+// error, or a frame whose SSE form is three lines and whose JSON is one.
+func FuzzParseFrame(f *testing.F) {
+	f.Fuzz(func(t *testing.T, envelope []byte) {
+		fr, err := bus.ParseFrame(envelope)
+		if err != nil {
+			if !bus.IsInputError(err) {
+				t.Fatalf("ParseFrame = %v, want an *InputError", err)
+			}
+			return
+		}
+		if fr.ID == 0 || fr.Reserved() || bus.ValidateType(fr.Type) != nil {
+			t.Fatalf("ParseFrame = {ID %d, Type %q}", fr.ID, fr.Type)
+		}
+		js := fr.JSON()
+		if !json.Valid(js) || bytes.ContainsAny(js, "\r\n") {
+			t.Fatalf("JSON() = %q, want one line of JSON", js)
+		}
+		lines := strings.Split(strings.TrimSuffix(string(fr.SSE()), "\n\n"), "\n")
+		if len(lines) != 3 || !strings.HasSuffix(string(fr.SSE()), "\n\n") {
+			t.Fatalf("SSE() = %q, want id, event and data lines", fr.SSE())
+		}
+		if fr.Size() != len(fr.SSE()) {
+			t.Fatalf("Size() = %d, want %d", fr.Size(), len(fr.SSE()))
+		}
+	})
+}
