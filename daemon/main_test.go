@@ -5,11 +5,17 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/localbus/localbus/internal/lbtest"
 )
 
 func TestMain(m *testing.M) {
 	// The socket variable of the developer's shell would override the
 	// configurations that tests load.
 	os.Unsetenv("LOCALBUS_SOCKET")
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		// The end-to-end tests build the daemon once; remove the binary.
+		lbtest.Cleanup()
+		os.Exit(code)
+	}))
 }

@@ -2,18 +2,28 @@
 // builds the binary once per test process, starts "localbus serve" on a
 // socket in a temporary directory, waits until it answers, and stops it when
 // the test ends.
+//
+// The binary is built with -race; a daemon whose stderr reports a data race
+// fails the test that started it.
+//
+// A daemon can also run under a wrapper that execs it, such as
+// systemd-socket-activate, with Options.Wrapper and Options.NoSocket.
 package lbtest
 
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -64,10 +74,13 @@ type Daemon struct {
 	Socket string
 	// Dir is the daemon's temporary directory (socket, config, keys).
 	Dir string
-	// Cmd is the running process.
+	// Config is the configuration file, DIR/config.toml.
+	Config string
+	// Cmd is the running process (the wrapper's, which becomes the
+	// daemon's when it execs it).
 	Cmd *exec.Cmd
 
-	mu     sync.Mutex
+	mu     sync.Mutex // guards stderr and err
 	stderr bytes.Buffer
 	done   chan struct{}
 	err    error
@@ -75,19 +88,58 @@ type Daemon struct {
 
 // Options configure Start.
 type Options struct {
-	// Args are extra arguments after "serve --socket S".
+	// Args are extra arguments after the ones Start always passes.
 	Args []string
-	// Env is extra environment, "K=V".
+	// Env is extra environment, "K=V". The daemon inherits the test's
+	// environment without the variables that would tie it to a service
+	// manager or to another daemon (NOTIFY_SOCKET, LISTEN_*, WATCHDOG_*,
+	// LOCALBUS_SOCKET); set them here to test them.
 	Env []string
 	// Dir is the directory to use; "" means a new t.TempDir().
 	Dir string
+	// Socket is the socket path; "" means DIR/run/lb.sock.
+	Socket string
+	// NoSocket leaves out --socket, for a daemon that gets its socket from
+	// socket activation; Socket still names the path that Client dials.
+	// Never use it without activation: the daemon would serve on the
+	// default socket.
+	NoSocket bool
+	// Config is written to DIR/config.toml before the daemon starts; ""
+	// writes an empty file unless there is one already.
+	Config string
+	// Wrapper is a command that runs the daemon's command line, which is
+	// appended to it: {"systemd-socket-activate", "-l", path} runs the
+	// daemon under socket activation. The wrapper must exec the daemon in
+	// its own process, so that signals reach it. nil runs the daemon
+	// directly.
+	Wrapper []string
 	// NoWait skips waiting for the daemon to answer /healthz.
 	NoWait bool
 }
 
-// Start runs "localbus serve --socket DIR/run/lb.sock --durability memory"
-// plus opts.Args and waits until it answers. The daemon is stopped (SIGTERM,
-// then SIGKILL after 10 s) when the test ends.
+// scrubbed are the environment variables the daemon does not inherit from
+// the test process, so that a test run under a service manager, or from a
+// shell that talks to a daemon of its own, starts the same daemon.
+var scrubbed = []string{
+	"NOTIFY_SOCKET", "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES",
+	"WATCHDOG_USEC", "WATCHDOG_PID", "LOCALBUS_SOCKET",
+}
+
+func environ(extra []string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(scrubbed, k) {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// Start runs "localbus serve --socket SOCKET --config DIR/config.toml
+// --durability memory" plus opts.Args and waits until it answers. The
+// daemon is stopped (SIGTERM, then SIGKILL after 10 s) when the test ends;
+// the test then fails if the daemon reported a data race.
 func Start(t testing.TB, opts Options) *Daemon {
 	t.Helper()
 	bin := Binary(t)
@@ -95,10 +147,24 @@ func Start(t testing.TB, opts Options) *Daemon {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	d := &Daemon{Dir: dir, Socket: filepath.Join(dir, "run", "lb.sock"), done: make(chan struct{})}
-	args := append([]string{"serve", "--socket", d.Socket, "--config", filepath.Join(dir, "config.toml"), "--durability", "memory"}, opts.Args...)
-	d.Cmd = exec.Command(bin, args...)
-	d.Cmd.Env = append(os.Environ(), opts.Env...)
+	d := &Daemon{Dir: dir, Socket: opts.Socket, Config: filepath.Join(dir, "config.toml"), done: make(chan struct{})}
+	if d.Socket == "" {
+		d.Socket = filepath.Join(dir, "run", "lb.sock")
+	}
+	if opts.Config != "" {
+		d.WriteConfig(t, opts.Config)
+	} else if _, err := os.Stat(d.Config); errors.Is(err, fs.ErrNotExist) {
+		d.WriteConfig(t, "")
+	}
+	args := append([]string(nil), opts.Wrapper...)
+	args = append(args, bin, "serve")
+	if !opts.NoSocket {
+		args = append(args, "--socket", d.Socket)
+	}
+	args = append(args, "--config", d.Config, "--durability", "memory")
+	args = append(args, opts.Args...)
+	d.Cmd = exec.Command(args[0], args[1:]...)
+	d.Cmd.Env = environ(opts.Env)
 	d.Cmd.Stderr = &lockedWriter{mu: &d.mu, w: &d.stderr}
 	if err := d.Cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -112,6 +178,9 @@ func Start(t testing.TB, opts Options) *Daemon {
 	}()
 	t.Cleanup(func() {
 		d.Stop(t)
+		if strings.Contains(d.Stderr(), "WARNING: DATA RACE") {
+			t.Errorf("the daemon reported a data race")
+		}
 		if t.Failed() {
 			t.Logf("daemon stderr:\n%s", d.Stderr())
 		}
@@ -120,6 +189,15 @@ func Start(t testing.TB, opts Options) *Daemon {
 		d.WaitReady(t)
 	}
 	return d
+}
+
+// WriteConfig replaces the daemon's configuration file with text, for a
+// start or a reload to read.
+func (d *Daemon) WriteConfig(t testing.TB, text string) {
+	t.Helper()
+	if err := os.WriteFile(d.Config, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // WaitReady waits up to 10 s for /healthz to answer on the socket.
@@ -143,6 +221,26 @@ func (d *Daemon) WaitReady(t testing.TB) {
 		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
 	}
 	t.Fatalf("daemon not ready after 10s:\n%s", d.Stderr())
+}
+
+// WaitStderr waits up to timeout for the daemon's stderr to contain s. It
+// fails the test if the daemon exits first or the time runs out.
+func (d *Daemon) WaitStderr(t testing.TB, s string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(d.Stderr(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon stderr has no %q after %v:\n%s", s, timeout, d.Stderr())
+		}
+		select {
+		case <-d.done:
+			if strings.Contains(d.Stderr(), s) {
+				return
+			}
+			t.Fatalf("daemon exited (%v) without logging %q:\n%s", d.Err(), s, d.Stderr())
+		case <-time.After(20 * time.Millisecond): // polling interval
+		}
+	}
 }
 
 // Client returns an HTTP client that dials the daemon's socket; any host in
@@ -169,7 +267,8 @@ func (d *Daemon) Signal(t testing.TB, sig os.Signal) {
 }
 
 // Wait waits up to timeout for the daemon to exit and returns its exit
-// error (nil for status 0).
+// error (nil for status 0). It fails the test if the daemon is still
+// running then.
 func (d *Daemon) Wait(t testing.TB, timeout time.Duration) error {
 	t.Helper()
 	select {
@@ -189,6 +288,17 @@ func (d *Daemon) Err() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.err
+}
+
+// ExitCode returns the daemon's exit status once it has exited: -1 while it
+// runs or if a signal killed it.
+func (d *Daemon) ExitCode() int {
+	select {
+	case <-d.done:
+		return d.Cmd.ProcessState.ExitCode()
+	default:
+		return -1
+	}
 }
 
 // Stop stops the daemon: SIGTERM, then SIGKILL after 10 s. It is idempotent.
