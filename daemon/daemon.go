@@ -188,7 +188,12 @@ func (d *Daemon) listen() (ls []net.Listener, cleanup func(), err error) {
 func (d *Daemon) serve(ctx context.Context, listeners []net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	d.server.BaseContext = func(net.Listener) context.Context { return ctx }
+	// Requests do not get ctx: the signal that ends it must not cut streams
+	// off before shutdown has told them why (stream:closed). Their context
+	// ends when shutdown is over, or when its time is up.
+	base, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRequests()
+	d.server.BaseContext = func(net.Listener) context.Context { return base }
 
 	var wg sync.WaitGroup
 	serveErr := make(chan error, len(listeners))
@@ -227,7 +232,7 @@ loop:
 			}
 		}
 	}
-	d.shutdown()
+	d.shutdown(cancelRequests)
 	cancel()
 	wg.Wait()
 	return err
@@ -235,8 +240,9 @@ loop:
 
 // shutdown stops accepting, ends every stream with stream:closed (shutdown)
 // and WebSocket 1001, lets in-flight requests finish and waits for streams,
-// all within shutdown_timeout.
-func (d *Daemon) shutdown() {
+// all within shutdown_timeout. Past it, it calls cancelRequests and closes
+// what is left.
+func (d *Daemon) shutdown(cancelRequests context.CancelFunc) {
 	d.notifier.Stopping()
 	d.log.Info("shutting down")
 	d.reloadMu.Lock()
@@ -255,6 +261,7 @@ func (d *Daemon) shutdown() {
 	}
 	if err != nil {
 		d.log.Warn("shutdown timed out; closing what is left", "timeout", timeout)
+		cancelRequests()
 		d.server.Close()
 	}
 	d.hub.Close()
