@@ -1,0 +1,174 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+
+	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/hub"
+	"github.com/localbus/localbus/ipc"
+	"github.com/localbus/localbus/ipc/client"
+)
+
+// exampleDaemon serves the router on a socket in a temporary directory,
+// standing in for "localbus serve", and returns the socket and a function
+// that stops it.
+func exampleDaemon() (socket string, stop func()) {
+	dir, err := os.MkdirTemp("", "lbex")
+	if err != nil {
+		log.Fatal(err)
+	}
+	h, err := hub.New(hub.Options{AutoCreate: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	socket = filepath.Join(dir, "localbus.sock")
+	ln, err := net.Listen("unix", socket)
+	if err != nil {
+		log.Fatal(err)
+	}
+	router := ipc.New(ipc.Options{Hub: h, Logger: slog.New(slog.DiscardHandler)})
+	srv := &http.Server{Handler: router}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Serve(ln)
+	}()
+	return socket, func() {
+		h.EndStreams(bus.EndShutdown)
+		srv.Shutdown(context.Background())
+		router.Wait(context.Background())
+		<-done
+		h.Close()
+		os.RemoveAll(dir)
+	}
+}
+
+func ExampleClient_Publish() {
+	socket, stop := exampleDaemon()
+	defer stop()
+
+	c := &client.Client{Socket: socket, ClientID: "example"}
+	defer c.CloseIdleConnections()
+	ctx := context.Background()
+	id, err := c.Publish(ctx, "build-17", "build:step", map[string]any{"step": "compile"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("published id", id)
+
+	r, err := c.PublishBatch(ctx, "build-17", []client.Event{
+		{Type: "build:step", Data: map[string]any{"step": "test"}},
+		{Type: "build:done", Data: map[string]any{"ok": true}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("published ids", r.IDs)
+	// Output:
+	// published id 1
+	// published ids [2 3]
+}
+
+func ExampleClient_Stream() {
+	socket, stop := exampleDaemon()
+	defer stop()
+
+	c := &client.Client{Socket: socket}
+	defer c.CloseIdleConnections()
+	ctx := context.Background()
+	c.Publish(ctx, "build-17", "build:step", map[string]any{"n": 1})
+	c.Publish(ctx, "build-17", "build:step", map[string]any{"n": 2})
+
+	// Since 0 replays the whole ring, then follows live events. The stream
+	// reconnects and resumes by itself until ctx ends or Close.
+	st, err := c.Stream(ctx, client.StreamOptions{Session: "build-17", Since: new(uint64)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer st.Close()
+	for {
+		f, err := st.Next(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		switch {
+		case !f.Reserved():
+			fmt.Printf("%d %s %s\n", f.ID, f.Type, f.Data)
+		case f.Type == bus.TypeGap:
+			var gap bus.GapData
+			f.DecodeData(&gap)
+			fmt.Println("missed events:", gap.Reason)
+		case f.Type == bus.TypeReplayed:
+			fmt.Println("caught up")
+			return
+		}
+	}
+	// Output:
+	// 1 build:step {"n":1}
+	// 2 build:step {"n":2}
+	// caught up
+}
+
+func ExampleStream_Cursor() {
+	socket, stop := exampleDaemon()
+	defer stop()
+
+	c := &client.Client{Socket: socket}
+	defer c.CloseIdleConnections()
+	ctx := context.Background()
+	c.Publish(ctx, "s", "app:hello", nil)
+
+	// Follow live, remember where the stream was, and resume there later:
+	// events published in between are delivered, none twice.
+	st, err := c.Stream(ctx, client.StreamOptions{Session: "s"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	st.Next(ctx) // stream:ready: the cursor is the bus's last id
+	id, epoch, _ := st.Cursor()
+	st.Close()
+
+	c.Publish(ctx, "s", "app:missed", nil)
+
+	st, err = c.Stream(ctx, client.StreamOptions{Session: "s", Since: &id, Epoch: epoch})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer st.Close()
+	for {
+		f, err := st.Next(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if !f.Reserved() {
+			fmt.Println(f.ID, f.Type)
+			return
+		}
+	}
+	// Output:
+	// 2 app:missed
+}
+
+func ExampleEndedError() {
+	socket, stop := exampleDaemon()
+	defer stop()
+
+	c := &client.Client{Socket: socket}
+	defer c.CloseIdleConnections()
+	ctx := context.Background()
+	_, err := c.Stream(ctx, client.StreamOptions{Session: "no-such-session"})
+	var ended *client.EndedError
+	if errors.As(err, &ended) {
+		fmt.Println("ended for good:", ended.Reason)
+	}
+	// Output:
+	// ended for good: not_found
+}

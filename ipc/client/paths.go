@@ -1,0 +1,32 @@
+package client
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// SystemSocketPath is the daemon's socket for root and system services.
+const SystemSocketPath = "/run/localbus/localbus.sock"
+
+// DefaultSocketPath returns the socket a zero Client dials: for root
+// /run/localbus/localbus.sock, for anyone else
+// $XDG_RUNTIME_DIR/localbus/localbus.sock, falling back to
+// /run/user/UID/localbus/localbus.sock when XDG_RUNTIME_DIR is unset or not
+// an absolute path. It is the path the daemon listens on when neither its
+// configuration nor a flag names one, so a client finds the daemon of the
+// same user without flags. It reads the environment on every call.
+func DefaultSocketPath() string {
+	return defaultSocketPath(os.Geteuid(), os.Getenv)
+}
+
+func defaultSocketPath(euid int, getenv func(string) string) string {
+	if euid == 0 {
+		return SystemSocketPath
+	}
+	dir := getenv("XDG_RUNTIME_DIR")
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join("/run/user", strconv.Itoa(euid))
+	}
+	return filepath.Join(filepath.Clean(dir), "localbus", "localbus.sock")
+}

@@ -1,0 +1,77 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+
+	"github.com/localbus/localbus/ipc"
+)
+
+// An Event is one event to publish.
+type Event struct {
+	// Type is family:name, e.g. "build:step".
+	Type string `json:"type"`
+	// Data is the payload, marshalled with encoding/json; nil publishes
+	// null. Pass a json.RawMessage for JSON you already have.
+	Data any `json:"data"`
+}
+
+// PublishReply is the daemon's answer to a publish: the ids it assigned, in
+// order, and the session's last id.
+type PublishReply = ipc.PublishReply
+
+// Publish publishes one event of type typ with data (marshalled with
+// encoding/json; pass a json.RawMessage for JSON you already have) to
+// session, and returns its id. With the daemon's auto_create_sessions on, a
+// missing session is created.
+func (c *Client) Publish(ctx context.Context, session, typ string, data any) (uint64, error) {
+	r, err := c.PublishBatch(ctx, session, []Event{{Type: typ, Data: data}})
+	if err != nil {
+		return 0, err
+	}
+	if len(r.IDs) != 1 {
+		return 0, fmt.Errorf("client: publish answered %d ids for one event", len(r.IDs))
+	}
+	return r.IDs[0], nil
+}
+
+// PublishBatch publishes events to session in one request: all of them or,
+// on any error, none. The daemon takes at most Caps().Limits.MaxBatch
+// events (1000) at once.
+func (c *Client) PublishBatch(ctx context.Context, session string, events []Event) (PublishReply, error) {
+	body, err := json.Marshal(events)
+	if err != nil {
+		return PublishReply{}, fmt.Errorf("client: encoding events: %w", err)
+	}
+	if len(events) == 1 {
+		// The single-event form: smaller, and what a script would send.
+		body = bytes.TrimSuffix(bytes.TrimPrefix(body, []byte("[")), []byte("]"))
+	}
+	return c.publish(ctx, session, "application/json", body)
+}
+
+// PublishNDJSON publishes newline-delimited JSON events, one
+// {"type","data"} object per line, read from body to its end. It is one
+// batch: all or nothing, at most Caps().Limits.MaxBatch events.
+func (c *Client) PublishNDJSON(ctx context.Context, session string, body io.Reader) (PublishReply, error) {
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return PublishReply{}, fmt.Errorf("client: reading events: %w", err)
+	}
+	return c.publish(ctx, session, "application/x-ndjson", b)
+}
+
+func (c *Client) publish(ctx context.Context, session, contentType string, body []byte) (PublishReply, error) {
+	hdr := http.Header{"Content-Type": {contentType}}
+	if c.ClientID != "" {
+		hdr.Set(ipc.ClientIDHeader, c.ClientID)
+	}
+	var r PublishReply
+	err := c.do(ctx, http.MethodPost, "/api/v1/sessions/"+url.PathEscape(session)+"/events", hdr, body, &r)
+	return r, err
+}

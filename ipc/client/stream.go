@@ -1,0 +1,523 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/ipc"
+)
+
+// Transport is how a stream travels.
+type Transport string
+
+// The stream transports.
+const (
+	SSE       Transport = "sse" // Server-Sent Events, the default
+	WebSocket Transport = "ws"  // WebSocket text frames
+)
+
+// StreamOptions say what a Stream follows and how. The zero value follows
+// the global bus live over SSE.
+type StreamOptions struct {
+	// Session is the session to follow. With Family also "", the stream
+	// follows the global bus (every session, and the daemon's localbus:*
+	// events; admin scope).
+	Session string
+	// Family follows one family of the global bus (read:FAMILY scope). It
+	// excludes Session.
+	Family string
+	// Types filters the stream to these types, exact or "family:*"; nil
+	// means every type. Reserved frames always pass.
+	Types []string
+	// Since is the resume point: the id of the last event already received.
+	// nil starts live, after the bus's last id; 0 replays the whole ring.
+	Since *uint64
+	// Epoch is the epoch Since belongs to, as stream:ready reported it;
+	// with it a bus whose id sequence restarted is reported as a gap even
+	// when the ids overlap. "" sends none.
+	Epoch string
+	// Transport is SSE (the default) or WebSocket.
+	Transport Transport
+	// MaxQueued asks the daemon for this live queue limit, 16 to 2048; 0
+	// leaves the daemon's max_queued.
+	MaxQueued int
+	// MaxBackoff caps the wait between failed reconnection attempts;
+	// default 30 s.
+	MaxBackoff time.Duration
+	// OnRetry, when set, is called before the stream waits to reconnect
+	// after a connection attempt failed or a connection was lost without a
+	// terminal frame, with the cause and the wait. Terminal frames, which
+	// Next returns, explain themselves and do not call it. It runs on the
+	// goroutine that called Next.
+	OnRetry func(err error, wait time.Duration)
+}
+
+// Reconnection delays (the policy is in the Stream doc comment).
+const (
+	minBackoff        = 250 * time.Millisecond
+	defaultMaxBackoff = 30 * time.Second
+	laggedWait        = 250 * time.Millisecond
+)
+
+// A Stream follows one bus across connections: it reconnects with jittered
+// exponential backoff, resumes after the last event it returned, in the
+// epoch it belongs to, and returns every frame to the caller, reserved ones
+// included, so the caller sees stream:gap, stream:lagged and the like.
+//
+// Reconnection: after stream:closed for a shutdown or reload it waits the
+// frame's retryMs (which the daemon jitters, so its clients do not all
+// come back in the same millisecond), after a WebSocket close 1001 without
+// that frame a random 0.5–1.5 s, after stream:lagged (evicted as a slow
+// reader: the missed events are still in the ring) up to 250 ms. After a
+// connection lost without a terminal frame it waits a random time between
+// half and all of the SSE retry: value (3 s until the daemon sends one),
+// doubling with each further failure up to StreamOptions.MaxBackoff. A
+// failed attempt after an announced close backs off from 250 ms the same
+// way. The count restarts at every stream:ready.
+//
+// A stream ends for good, with an *EndedError, when its session is deleted
+// (after the stream:closed frame, which Next returns first), when the
+// WebSocket is closed with 1000, or when the session does not exist, unless
+// the daemon went away before (a restarted daemon that keeps no state has
+// not recreated the session yet, and the stream waits for it). 401, 403
+// and 400 answers end it with the *APIError.
+//
+// Next must be called from one goroutine at a time; Cursor and Close may be
+// called from any.
+type Stream struct {
+	c       *Client
+	opts    StreamOptions
+	path    string
+	query   url.Values
+	ctx     context.Context // the stream's lifetime: Stream's ctx, or Close
+	cancel  context.CancelFunc
+	closed  atomic.Bool
+	readers sync.WaitGroup // the connections' reader goroutines
+
+	mu        sync.Mutex // guards cursor, hasCursor, epoch; orders readers.Add before Close's Wait
+	cursor    uint64
+	hasCursor bool
+	epoch     string
+
+	// Owned by the goroutine calling Next.
+	conn       *streamConn
+	retry      time.Duration // the SSE retry: value
+	base       time.Duration // the first backoff step of the current outage
+	retryAt    time.Time     // when to connect next
+	failures   int           // failed attempts since the last stream:ready
+	mayRestart bool          // the daemon may have restarted: a 404 is worth retrying
+	err        error         // the stream ended for good
+}
+
+// A streamConn is one connection of a Stream. Its reader goroutine owns the
+// network connection and hands frames over on items, one at a time, so a
+// caller that does not call Next pushes back on the daemon.
+type streamConn struct {
+	items  chan item
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the reader has returned
+}
+
+type item struct {
+	frame Frame
+	retry time.Duration // SSE retry: so far, 0 for none
+	err   error
+}
+
+// Stream connects to the bus opts names and returns the stream. It
+// returns the first connection's error: an *UnreachableError when the
+// daemon cannot be reached, an *APIError when it refuses, an *EndedError
+// when the session does not exist. ctx bounds the stream's whole life:
+// when it is done the stream stops as if closed. Call Close when done.
+func (c *Client) Stream(ctx context.Context, opts StreamOptions) (*Stream, error) {
+	if err := c.init(); err != nil {
+		return nil, err
+	}
+	s := &Stream{c: c, opts: opts, retry: ipc.RetryMs * time.Millisecond, base: minBackoff}
+	if s.opts.MaxBackoff <= 0 {
+		s.opts.MaxBackoff = defaultMaxBackoff
+	}
+	var err error
+	if s.path, err = streamPath(opts); err != nil {
+		return nil, err
+	}
+	s.query = url.Values{}
+	if len(opts.Types) > 0 {
+		s.query.Set("types", strings.Join(opts.Types, ","))
+	}
+	if opts.MaxQueued != 0 {
+		s.query.Set("maxQueued", strconv.Itoa(opts.MaxQueued))
+	}
+	if opts.Since != nil {
+		s.cursor, s.hasCursor, s.epoch = *opts.Since, true, opts.Epoch
+	}
+	s.ctx, s.cancel = context.WithCancel(ctx)
+	if err := s.connect(ctx); err != nil {
+		s.Close()
+		return nil, s.classify(err, true)
+	}
+	return s, nil
+}
+
+// streamPath returns the route of the bus opts names, for the transport.
+func streamPath(opts StreamOptions) (string, error) {
+	var events, ws string
+	switch {
+	case opts.Session != "" && opts.Family != "":
+		return "", errors.New("client: a stream follows a session or a family, not both")
+	case opts.Session != "":
+		p := "/api/v1/sessions/" + url.PathEscape(opts.Session)
+		events, ws = p+"/events", p+"/ws"
+	case opts.Family != "":
+		p := "/api/v1/families/" + url.PathEscape(opts.Family)
+		events, ws = p+"/events", p+"/ws"
+	default:
+		events, ws = "/api/v1/events", "/api/v1/events/ws"
+	}
+	switch opts.Transport {
+	case "", SSE:
+		return events, nil
+	case WebSocket:
+		return ws, nil
+	}
+	return "", fmt.Errorf("client: unknown transport %q: want %q or %q", opts.Transport, SSE, WebSocket)
+}
+
+// Cursor returns where the stream would resume: the id of the last event
+// Next returned (or, before any, the anchor stream:ready gave or Since)
+// and the epoch of its bus. ok is false while there is none. A caller that
+// keeps them can later resume with StreamOptions.Since and Epoch.
+func (s *Stream) Cursor() (id uint64, epoch string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cursor, s.epoch, s.hasCursor
+}
+
+// Close stops the stream: it closes the connection and waits for the
+// stream's goroutines to return. A Next in progress or to come returns
+// ErrClosed. Close is idempotent.
+func (s *Stream) Close() error {
+	s.closed.Store(true)
+	s.mu.Lock()
+	s.cancel()
+	s.mu.Unlock()
+	s.readers.Wait()
+	return nil
+}
+
+// Next returns the next frame, reconnecting as needed (see Stream). It
+// blocks until a frame arrives, the stream ends for good (the *EndedError
+// or *APIError that ended it, again on every later call), ctx is done
+// (ctx.Err(); the stream is intact and a later Next goes on), or the
+// stream is closed (ErrClosed, or the error of Stream's ctx).
+func (s *Stream) Next(ctx context.Context) (Frame, error) {
+	for {
+		if s.err != nil {
+			return Frame{}, s.err
+		}
+		if s.ctx.Err() != nil {
+			s.drop()
+			return Frame{}, s.stopped()
+		}
+		if s.conn == nil {
+			if err := s.reconnect(ctx); err != nil {
+				return Frame{}, err
+			}
+			continue
+		}
+		select {
+		case it := <-s.conn.items:
+			if it.retry > 0 {
+				s.retry = it.retry
+			}
+			if it.err != nil {
+				s.lost(it.err)
+				continue
+			}
+			s.apply(it.frame)
+			return it.frame, nil
+		case <-ctx.Done():
+			return Frame{}, ctx.Err()
+		case <-s.ctx.Done():
+		}
+	}
+}
+
+// stopped is Next's error once the stream's context is done.
+func (s *Stream) stopped() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return s.ctx.Err()
+}
+
+// reconnect waits until retryAt and connects, backing off after each
+// failure, until it connects, ctx or the stream is done, or an error ends
+// the stream for good.
+func (s *Stream) reconnect(ctx context.Context) error {
+	for {
+		if wait := time.Until(s.retryAt); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-s.ctx.Done():
+				t.Stop()
+				return s.stopped()
+			}
+		}
+		err := s.connect(ctx)
+		switch {
+		case err == nil:
+			return nil
+		case s.ctx.Err() != nil:
+			return s.stopped()
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+		if err := s.classify(err, false); err != nil {
+			s.err = err
+			return err
+		}
+		s.failures++
+		d := s.backoff()
+		s.retryAt = time.Now().Add(d)
+		s.notify(err, d)
+	}
+}
+
+// classify returns the error that ends the stream for good, or nil when a
+// failed connection attempt is worth retrying. Every error of the first
+// attempt is final.
+func (s *Stream) classify(err error, first bool) error {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		switch {
+		case ae.Status == http.StatusNotFound && s.opts.Session != "":
+			if s.mayRestart && !first {
+				return nil
+			}
+			return &EndedError{Reason: "not_found", Session: s.opts.Session, Err: ae}
+		case ae.Status == http.StatusRequestTimeout, ae.Status == http.StatusTooManyRequests, ae.Status >= 500:
+			if first {
+				return ae
+			}
+			return nil
+		case ae.Status >= 400:
+			return ae
+		}
+	}
+	if first {
+		return err
+	}
+	return nil
+}
+
+// backoff returns the wait before the next attempt: a random time between
+// half and all of base·2^(failures−1), at most MaxBackoff.
+func (s *Stream) backoff() time.Duration {
+	d := s.base
+	for i := 1; i < s.failures && d < s.opts.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, s.opts.MaxBackoff)
+	return jitter(d/2, d)
+}
+
+// jitter returns a random duration in [lo, hi].
+func jitter(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + rand.N(hi-lo+1)
+}
+
+func (s *Stream) notify(err error, wait time.Duration) {
+	if s.opts.OnRetry != nil {
+		s.opts.OnRetry(err, wait)
+	}
+}
+
+// lost handles a connection that failed or closed without a terminal frame.
+func (s *Stream) lost(err error) {
+	s.drop()
+	switch websocket.CloseStatus(err) {
+	case websocket.StatusNormalClosure:
+		s.err = &EndedError{Reason: "closed", Session: s.opts.Session, Err: err}
+		return
+	case websocket.StatusGoingAway:
+		// Shutdown or reload, whose stream:closed went missing.
+		s.mayRestart = true
+		s.base, s.failures = minBackoff, 0
+		s.retryAt = time.Now().Add(jitter(500*time.Millisecond, 1500*time.Millisecond))
+		return
+	case websocket.StatusTryAgainLater:
+		s.base, s.failures = minBackoff, 0
+		s.retryAt = time.Now().Add(jitter(0, laggedWait))
+		return
+	}
+	// Unannounced: honour the retry: the daemon asked for.
+	s.mayRestart = true
+	s.base = s.retry
+	s.failures++
+	d := s.backoff()
+	s.retryAt = time.Now().Add(d)
+	s.notify(fmt.Errorf("client: connection lost: %w", err), d)
+}
+
+// apply updates the stream's state with a frame about to be returned.
+func (s *Stream) apply(f Frame) {
+	if !f.Reserved() {
+		s.mu.Lock()
+		s.cursor, s.hasCursor = f.ID, true
+		s.mu.Unlock()
+		return
+	}
+	switch f.Type {
+	case bus.TypeReady:
+		var rd bus.ReadyData
+		if f.DecodeData(&rd) != nil {
+			return
+		}
+		s.failures, s.mayRestart = 0, false
+		s.mu.Lock()
+		if s.hasCursor && s.epoch != "" && rd.Epoch != s.epoch {
+			// A new id sequence: nothing of it was received yet. The
+			// daemon reports the epoch_reset gap and replays it all; were
+			// the connection lost first, the next one asks for it all.
+			s.cursor = 0
+		}
+		if !s.hasCursor && rd.Cursor != nil {
+			// Live start: the bus's last id is a safe anchor, so events
+			// published while reconnecting are not lost.
+			s.cursor, s.hasCursor = *rd.Cursor, true
+		}
+		s.epoch = rd.Epoch
+		s.mu.Unlock()
+	case bus.TypeGap:
+		var gd bus.GapData
+		if f.DecodeData(&gd) == nil && gd.Reason == bus.GapEpochReset {
+			s.mu.Lock()
+			s.cursor = 0
+			s.mu.Unlock()
+		}
+	case bus.TypeClosed:
+		s.drop()
+		var cd bus.ClosedData
+		f.DecodeData(&cd)
+		if cd.Reason == string(bus.EndSessionDeleted) {
+			s.err = &EndedError{Reason: cd.Reason, Session: s.opts.Session}
+			return
+		}
+		s.mayRestart = cd.Reason == string(bus.EndShutdown)
+		s.base, s.failures = minBackoff, 0
+		wait := time.Duration(cd.RetryMs) * time.Millisecond
+		if wait <= 0 {
+			wait = jitter(500*time.Millisecond, 1500*time.Millisecond)
+		}
+		s.retryAt = time.Now().Add(wait)
+	case bus.TypeLagged:
+		// Evicted as a slow reader; the missed events are in the ring.
+		s.drop()
+		s.base, s.failures = minBackoff, 0
+		s.retryAt = time.Now().Add(jitter(0, laggedWait))
+	case bus.TypeError:
+		// Refused after the response began (the subscriber limit).
+		s.drop()
+		s.base = minBackoff
+		s.failures++
+		s.retryAt = time.Now().Add(s.backoff())
+	}
+}
+
+// drop closes the current connection and waits for its reader.
+func (s *Stream) drop() {
+	if s.conn == nil {
+		return
+	}
+	s.conn.cancel()
+	<-s.conn.done
+	s.conn = nil
+}
+
+// connect opens a connection with the current cursor and starts its
+// reader. ctx aborts the attempt; the connection, once open, lives until
+// dropped or the stream ends.
+func (s *Stream) connect(ctx context.Context) error {
+	connCtx, cancel := context.WithCancel(s.ctx)
+	stop := context.AfterFunc(ctx, cancel)
+	var start func(ctx context.Context, items chan<- item)
+	var err error
+	if s.opts.Transport == WebSocket {
+		start, err = s.dialWS(connCtx)
+	} else {
+		start, err = s.dialSSE(connCtx)
+	}
+	if !stop() && err == nil {
+		err = ctx.Err() // aborted just as it opened: start was not run
+	}
+	if err != nil {
+		cancel()
+		return err
+	}
+	sc := &streamConn{items: make(chan item), cancel: cancel, done: make(chan struct{})}
+	s.mu.Lock()
+	if s.ctx.Err() != nil {
+		// Closed meanwhile: Close may be waiting, so no reader may start.
+		s.mu.Unlock()
+		cancel()
+		start(connCtx, nil) // releases the connection at once
+		return s.stopped()
+	}
+	s.readers.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.readers.Done()
+		defer close(sc.done)
+		start(connCtx, sc.items)
+	}()
+	s.conn = sc
+	return nil
+}
+
+// resumeHeader returns the request headers of a connection: credentials
+// and the resume point.
+func (s *Stream) resumeHeader() http.Header {
+	h := s.c.header()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hasCursor {
+		h.Set("Last-Event-ID", strconv.FormatUint(s.cursor, 10))
+		if s.epoch != "" {
+			h.Set("Localbus-Epoch", s.epoch)
+		}
+	}
+	return h
+}
+
+// send hands it to Next, unless ctx ends first. It reports whether it did.
+func send(ctx context.Context, items chan<- item, it item) bool {
+	if items == nil {
+		return false
+	}
+	select {
+	case items <- it:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
