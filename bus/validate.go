@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 )
 
 // MaxCursor is the largest cursor a client may send: 2^53−1, the largest
@@ -193,6 +194,10 @@ func ParseMaxQueued(s string) (int, error) {
 func ValidateEvent(ev *Event) error {
 	if err := ValidatePublishType(ev.Type); err != nil {
 		return err
+	}
+	if !utf8.Valid(ev.Data) {
+		// As prepare: json.Valid accepts invalid UTF-8 that Publish refuses.
+		return inputError("data", "", "not valid UTF-8")
 	}
 	if len(bytes.TrimSpace(ev.Data)) > 0 && !json.Valid(ev.Data) {
 		return inputError("data", "", "not valid JSON")
