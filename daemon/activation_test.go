@@ -1,0 +1,154 @@
+package daemon_test
+
+// End-to-end tests of socket activation (SPEC §8) with the real
+// systemd-socket-activate, which listens on the socket, waits for the first
+// connection and then execs the daemon in its own process with LISTEN_FDS,
+// LISTEN_PID and LISTEN_FDNAMES set, as systemd does for a socket unit
+// without Accept=.
+
+import (
+	"errors"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/localbus/localbus/internal/lbtest"
+)
+
+// socketActivate returns the path of systemd-socket-activate, or skips the
+// test.
+func socketActivate(t *testing.T) string {
+	t.Helper()
+	path, err := exec.LookPath("systemd-socket-activate")
+	if err != nil {
+		t.Skip("systemd-socket-activate is not in PATH (it ships with systemd); skipping the socket activation tests")
+	}
+	return path
+}
+
+// exe returns the executable that process pid runs.
+func exe(t *testing.T, pid int) string {
+	t.Helper()
+	path, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestSocketActivationStartsOnFirstConnection runs the daemon twice under
+// systemd-socket-activate on the same socket path. Each time the daemon
+// starts only when the first client connects, serves that client and the
+// events that follow on the inherited socket (and not on its --socket),
+// sends READY=1 then, reloads without losing the socket, and on SIGTERM
+// exits 0 leaving the socket file to its owner.
+func TestSocketActivationStartsOnFirstConnection(t *testing.T) {
+	activate := socketActivate(t)
+	realActivate, err := filepath.EvalSymlinks(activate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "lb.sock")
+	own := filepath.Join(dir, "own", "lb.sock") // --socket, which activation overrides
+	ns := listenNotify(t)
+
+	for round := 1; round <= 2; round++ {
+		d := lbtest.Start(t, lbtest.Options{
+			Dir: dir, Socket: sock, NoSocket: true, NoWait: true,
+			Wrapper: []string{activate, "--listen=" + sock, "--fdname=unix", "--setenv=NOTIFY_SOCKET=" + ns.Path},
+			Args:    []string{"--socket", own},
+		})
+		d.WaitStderr(t, "Listening on "+sock, patience)
+
+		// Nobody has connected: the daemon has not started.
+		if got := exe(t, d.Cmd.Process.Pid); got != realActivate {
+			t.Fatalf("round %d: before any connection the process runs %s, want %s still waiting", round, got, realActivate)
+		}
+		if rest := ns.pending(); len(rest) > 0 {
+			t.Errorf("round %d: notifications before any connection: %q", round, rest)
+		}
+
+		// The first connection starts it, and is served.
+		if status, body := d.Do(t, http.MethodGet, "/healthz", ""); status != http.StatusOK {
+			t.Fatalf("round %d: first request = %d %s, want 200", round, status, body)
+		}
+		if got, want := exe(t, d.Cmd.Process.Pid), lbtest.Binary(t); got != want {
+			t.Errorf("round %d: after the first connection the process runs %s, want the daemon %s", round, got, want)
+		}
+		if n := ns.next(t, "WATCHDOG=1", "STATUS="); n.msg != "READY=1" {
+			t.Errorf("round %d: first notification = %q, want READY=1", round, n.msg)
+		}
+		if !strings.Contains(d.Stderr(), `msg="using activated socket" name=unix`) {
+			t.Errorf("round %d: the daemon did not log that it uses the activated socket named unix", round)
+		}
+
+		// Events flow, on both transports; a reload keeps the socket.
+		createSession(t, d, "s")
+		zero := uint64(0)
+		fl := []*lbtest.Follower{
+			d.Follow(t, "sse", "/api/v1/sessions/s/events", lbtest.FollowOptions{Since: &zero}),
+			d.Follow(t, "ws", "/api/v1/sessions/s/ws", lbtest.FollowOptions{Since: &zero, Transport: lbtest.WebSocket}),
+		}
+		waitFor(t, "both followers to open their stream", all(fl, func(f *lbtest.Follower) bool { return f.Streams() >= 1 }))
+		for i := 1; i <= 3; i++ {
+			if id := publish(t, d, "s", "test:tick", strconv.Itoa(i)); id != uint64(i) {
+				t.Errorf("round %d: publish %d got id %d, want %d (a fresh daemon)", round, i, id, i)
+			}
+		}
+		reloadBy[0].trigger(t, d)
+		if n := ns.next(t, "WATCHDOG=1", "STATUS="); !strings.HasPrefix(n.msg, "RELOADING=1") {
+			t.Errorf("round %d: notification on SIGHUP = %q, want RELOADING=1", round, n.msg)
+		}
+		if n := ns.next(t, "WATCHDOG=1", "STATUS="); n.msg != "READY=1" {
+			t.Errorf("round %d: notification after RELOADING=1 = %q, want READY=1", round, n.msg)
+		}
+		publish(t, d, "s", "test:tick", "4")
+		waitFor(t, "both followers to get every event", all(fl, func(f *lbtest.Follower) bool { return f.Last() >= 4 }))
+		for _, f := range fl {
+			f.Stop()
+			if diff := cmp.Diff(upTo(4), f.IDs()); diff != "" {
+				t.Errorf("round %d: %s ids (-want +got):\n%s", round, f.Name, diff)
+			}
+			checkEnds(t, f, "reload", 1)
+			if probs := f.Problems(); len(probs) > 0 {
+				t.Errorf("round %d: %s: %s", round, f.Name, strings.Join(probs, "; "))
+			}
+		}
+
+		d.Signal(t, syscall.SIGTERM)
+		if n := ns.next(t, "WATCHDOG=1", "STATUS="); n.msg != "STOPPING=1" {
+			t.Errorf("round %d: notification on SIGTERM = %q, want STOPPING=1", round, n.msg)
+		}
+		if code, _ := waitExit(t, d, time.Now()); code != 0 {
+			t.Errorf("round %d: exit code = %d, want 0", round, code)
+		}
+		if rest := ns.pending("WATCHDOG=1", "STATUS="); len(rest) > 0 {
+			t.Errorf("round %d: notifications after STOPPING=1: %q", round, rest)
+		}
+		// The socket belongs to the service manager: still there, and
+		// nobody listens on it until the next activation.
+		if fi, err := os.Lstat(sock); err != nil || fi.Mode().Type() != fs.ModeSocket {
+			t.Errorf("round %d: activated socket after exit: %v %v, want the socket file kept", round, fi, err)
+		}
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			t.Errorf("round %d: something still listens on the socket after exit", round)
+		} else if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("round %d: dialing the socket after exit: %v, want connection refused", round, err)
+		}
+		if _, err := os.Lstat(own); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("round %d: the daemon created its --socket %s under activation: Lstat = %v", round, own, err)
+		}
+	}
+}
