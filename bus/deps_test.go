@@ -1,0 +1,79 @@
+package bus_test
+
+import (
+	"go/parser"
+	"go/token"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// goTool returns the go command, or skips the test without one.
+func goTool(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	p := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := exec.LookPath(p); err != nil {
+		t.Skip("no go command to list dependencies with")
+	}
+	return p
+}
+
+// TestBusImportsNoIO guards the rule that the bus is pure: the standard
+// library only, and no networking, process or systemd package, however
+// indirectly (SPEC §1, STYLE "Where things go").
+func TestBusImportsNoIO(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command(goTool(t), "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}}", ".", "./bustest").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	forbidden := []string{"net", "os/exec", "os/signal", "plugin", "github.com/coder/websocket", "github.com/coreos/go-systemd",
+		"golang.org/x/net/websocket", "github.com/gorilla/websocket", "nhooyr.io/websocket"}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		path, std, _ := strings.Cut(line, " ")
+		for _, f := range forbidden {
+			if path == f || strings.HasPrefix(path, f+"/") {
+				t.Errorf("bus depends on %s", path)
+			}
+		}
+		if std != "true" && path != "github.com/localbus/localbus/bus" && path != "github.com/localbus/localbus/bus/bustest" {
+			t.Errorf("bus depends on %s, outside the standard library", path)
+		}
+	}
+}
+
+// TestPackageDocs checks that bus and bustest each have one package
+// comment, in doc.go.
+func TestPackageDocs(t *testing.T) {
+	t.Parallel()
+	for _, dir := range []string{".", "bustest"} {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var docs []string
+		for _, name := range files {
+			if strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.PackageClauseOnly|parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Doc != nil {
+				docs = append(docs, filepath.Base(name))
+				if !strings.HasPrefix(f.Doc.Text(), "Package "+f.Name.Name+" ") {
+					t.Errorf("%s: package comment does not start with %q", name, "Package "+f.Name.Name)
+				}
+			}
+		}
+		if len(docs) != 1 || docs[0] != "doc.go" {
+			t.Errorf("%s: package comments in %v, want in doc.go only", dir, docs)
+		}
+	}
+}
