@@ -132,6 +132,17 @@ func TestPublishRefusesBadInputAndBurnsNoID(t *testing.T) {
 			s := subscribe(t, b, bus.SubscribeOptions{})
 			take(t, s)
 			publish(t, b, ev("a:ok", "0"))
+			if len(tt.events) > 0 {
+				var verr error
+				for i := range tt.events {
+					if verr = bus.ValidateEvent(&tt.events[i]); verr != nil {
+						break
+					}
+				}
+				if !isInputError(verr, tt.field) {
+					t.Errorf("ValidateEvent of the batch = %v, want *InputError{Field: %s} as Publish", verr, tt.field)
+				}
+			}
 			first, last, err := b.Publish(tt.events...)
 			if !isInputError(err, tt.field) {
 				t.Errorf("Publish = %d, %d, %v; want *InputError{Field: %s}", first, last, err, tt.field)

@@ -121,7 +121,12 @@ func FuzzPublish(f *testing.F) {
 		defer b.Close()
 		s := subscribe(t, b, bus.SubscribeOptions{})
 		s.Take(nil)
-		_, last, err := b.Publish(bus.Event{Type: typ, Data: data, Originator: originator, Time: fixedTime})
+		e := bus.Event{Type: typ, Data: data, Originator: originator, Time: fixedTime}
+		verr := bus.ValidateEvent(&e)
+		_, last, err := b.Publish(e)
+		if (verr == nil) != (err == nil) {
+			t.Fatalf("ValidateEvent = %v but Publish = %v", verr, err)
+		}
 		if err != nil {
 			if !bus.IsInputError(err) {
 				t.Fatalf("Publish = %v, want an *InputError", err)

@@ -189,11 +189,17 @@ func ParseMaxQueued(s string) (int, error) {
 }
 
 // ValidateEvent checks what Publish would check of ev, without encoding it:
-// a publishable type and JSON data. It lets a caller refuse a batch before it
-// acts on it (say, before creating a session for it).
+// a publishable type, a valid Session if one is set, and JSON data. It lets
+// a caller refuse a batch before it acts on it (say, before creating a
+// session for it).
 func ValidateEvent(ev *Event) error {
 	if err := ValidatePublishType(ev.Type); err != nil {
 		return err
+	}
+	if ev.Session != "" {
+		if err := ValidateSessionID(ev.Session); err != nil {
+			return err
+		}
 	}
 	if !utf8.Valid(ev.Data) {
 		// As prepare: json.Valid accepts invalid UTF-8 that Publish refuses.
