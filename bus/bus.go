@@ -452,8 +452,16 @@ func nullable(id uint64) *uint64 {
 // EndStreams ends every current subscription with a terminal stream:closed
 // frame carrying reason (after what each has queued), and removes them. The
 // bus stays open: this is what shutdown and reload do, since rings and ids
-// survive them.
+// survive them. reason is EndShutdown, EndReload or EndSessionDeleted; any
+// other is taken as EndShutdown, so that every stream still ends.
 func (b *Bus) EndStreams(reason EndReason) {
+	switch reason {
+	case EndShutdown, EndReload, EndSessionDeleted:
+	default:
+		// EndNone would remove streams without ending them: their writers
+		// would wait for ever.
+		reason = EndShutdown
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.endStreamsLocked(reason)

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
 
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/bus/bustest"
@@ -817,4 +818,55 @@ func TestBadInputDoesNotDisturbOthers(t *testing.T) {
 	if diff := cmp.Diff([]string{"a:x#1", "b:x#2"}, summary(t, envs)); diff != "" || ended {
 		t.Errorf("ended %v, frames mismatch (-want +got):\n%s", ended, diff)
 	}
+}
+
+func TestEndStreamsWithAnOddReasonStillEndsThem(t *testing.T) {
+	t.Parallel()
+	for _, reason := range []bus.EndReason{bus.EndNone, bus.EndLagged, bus.EndCancelled, "bogus"} {
+		b := newBus(t, bus.Options{Session: "s"})
+		s := idle(t, b, bus.SubscribeOptions{})
+		b.EndStreams(reason)
+		envs, ended := take(t, s)
+		if !ended || len(envs) != 1 || s.End() != bus.EndShutdown {
+			t.Errorf("EndStreams(%q): got %v, ended %v, End %q; want stream:closed, ended, shutdown", reason, bustest.Types(envs), ended, s.End())
+			continue
+		}
+		if d := bustest.Data[bus.ClosedData](t, envs[0]); d.Reason != "shutdown" {
+			t.Errorf("EndStreams(%q): reason %q, want shutdown", reason, d.Reason)
+		}
+	}
+}
+
+// TestCancelledSubscriberHoldsNoGoroutine cancels many subscribers' contexts
+// and checks that nothing of theirs keeps running. Not parallel: it looks at
+// every goroutine.
+func TestCancelledSubscriberHoldsNoGoroutine(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	b := newBus(t, bus.Options{Session: "s", MaxSubscribers: 100})
+	var cancels []context.CancelFunc
+	for range 100 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancels = append(cancels, cancel)
+		if _, err := b.Subscribe(ctx, bus.SubscribeOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publishSmall(t, b, 10)
+	for _, cancel := range cancels {
+		cancel()
+	}
+	eventually(t, "every cancelled subscriber to leave", func() bool { return b.Stats().Subscribers == 0 })
+	goleak.VerifyNone(t, before)
+
+	// Subscriptions never cancelled but closed hold nothing either.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range 100 {
+		s, err := b.Subscribe(ctx, bus.SubscribeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+	}
+	goleak.VerifyNone(t, before)
 }
