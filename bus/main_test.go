@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -16,7 +18,19 @@ import (
 	"github.com/localbus/localbus/bus/bustest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	flag.Parse()
+	// rapid writes a fail file under testdata/ when a property fails; tests
+	// write nothing outside temporary directories, and the -rapid.seed it
+	// prints reproduces the failure as well. Asking for the flag or
+	// RAPID_NOFAILFILE explicitly still decides.
+	explicit := os.Getenv("RAPID_NOFAILFILE") != ""
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "rapid.nofailfile" })
+	if !explicit {
+		flag.Set("rapid.nofailfile", "true")
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // wait bounds every wait in these tests.
 const wait = 10 * time.Second
