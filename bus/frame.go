@@ -238,6 +238,21 @@ func ParseFrame(envelope []byte) (*Frame, error) {
 	return buildFrame(head.ID, head.Type, envelope), nil
 }
 
+// NewFrame rebuilds the frame of event id from its type and one-line JSON
+// envelope, as a journal stores them: no JSON is parsed and nothing is
+// validated, so it is only for bytes this package encoded (Frame.Type and
+// Frame.JSON of an event). The envelope is copied. Its Size is
+// FrameSize(id, typ, len(envelope)).
+func NewFrame(id uint64, typ string, envelope []byte) *Frame {
+	return buildFrame(id, typ, envelope)
+}
+
+// FrameSize is the Size of the frame NewFrame builds for an event (id ≥ 1),
+// computed without building it.
+func FrameSize(id uint64, typ string, envelopeLen int) int {
+	return len("id: ") + decimalLen(id) + len("\nevent: ") + len(typ) + len("\ndata: ") + envelopeLen + 2
+}
+
 // buildFrame wraps an encoded envelope in its SSE framing.
 func buildFrame(id uint64, typ string, envelope []byte) *Frame {
 	n := len("event: ") + len(typ) + len("\ndata: ") + len(envelope) + 2
