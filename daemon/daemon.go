@@ -126,15 +126,16 @@ func newAuth(cfg Config) (*ipc.Auth, error) {
 
 func (d *Daemon) handlerOptions(cfg Config, auth *ipc.Auth) ipc.Options {
 	return ipc.Options{
-		Hub:           d.hub,
-		Authenticate:  auth.Authenticate,
-		MaxStreams:    cfg.MaxSubscribersTotal,
-		MaxEventBytes: cfg.MaxEventBytes,
-		MaxBodyBytes:  cfg.MaxBodyBytes,
-		Keepalive:     cfg.Keepalive,
-		Reload:        d.reloadRequest,
-		Version:       d.opts.Version,
-		Logger:        d.log,
+		Hub:            d.hub,
+		Authenticate:   auth.Authenticate,
+		MaxStreams:     cfg.MaxSubscribersTotal,
+		MaxEventBytes:  cfg.MaxEventBytes,
+		MaxHeaderBytes: cfg.MaxHeaderBytes,
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		Keepalive:      cfg.Keepalive,
+		Reload:         d.reloadRequest,
+		Version:        d.opts.Version,
+		Logger:         d.log,
 		Caps: ipc.Limits{
 			RingSize: cfg.RingSize, RingMaxBytes: cfg.RingMaxBytes, MaxQueued: cfg.MaxQueued,
 			MaxQueuedBytes: cfg.MaxQueuedBytes, MaxSubscribers: cfg.MaxSubscribers, MaxSessions: cfg.MaxSessions,

@@ -1,10 +1,14 @@
 package ipc
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -255,7 +259,9 @@ func (s *authLogBuffer) String() string {
 	return s.b.String()
 }
 
-func newRouteFixture(t *testing.T, mod func(*Auth)) *routeFixture {
+// newRouteFixture makes the fixture; mod, if not nil, changes the Auth and
+// opts the router's options before they are used.
+func newRouteFixture(t *testing.T, mod func(*Auth), opts ...func(*Options)) *routeFixture {
 	t.Helper()
 	ring, k := newAuthKeys(t)
 	hb, err := hub.New(hub.Options{AutoCreate: true})
@@ -267,12 +273,16 @@ func newRouteFixture(t *testing.T, mod func(*Auth)) *routeFixture {
 		mod(a)
 	}
 	f := &routeFixture{hub: hb, keys: k, log: &authLogBuffer{}}
-	f.h = New(Options{
+	o := Options{
 		Hub:          hb,
 		Authenticate: a.Authenticate,
 		Reload:       func(context.Context) error { return nil },
 		Logger:       slog.New(slog.NewTextHandler(f.log, nil)),
-	})
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	f.h = New(o)
 	t.Cleanup(func() {
 		f.h.Drain()
 		hb.EndStreams(bus.EndShutdown)
@@ -667,6 +677,102 @@ func TestWebSocketSubprotocolCarriesTheKeyAndIsSelected(t *testing.T) {
 	r.Body.Close()
 	if r.StatusCode != st401 {
 		t.Errorf("REST GET with the subprotocol key = %d, want 401", r.StatusCode)
+	}
+	ts.Client().CloseIdleConnections()
+}
+
+func TestOversizedHeadersAreRefusedWithJSON(t *testing.T) {
+	f := newRouteFixture(t, nil, func(o *Options) { o.MaxHeaderBytes = 2048 })
+	tests := []struct {
+		name string
+		pad  int
+		want int
+	}{
+		{"small", 100, stOK},
+		{"just under", 1700, stOK},
+		{"over", 2100, http.StatusRequestHeaderFieldsTooLarge},
+		{"far over", 64 << 10, http.StatusRequestHeaderFieldsTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := f.do(t, viaRoot, "GET", "/api/v1/sessions", "", "X-Pad", strings.Repeat("a", tt.pad))
+			if w.Code != tt.want {
+				t.Fatalf("GET with %d bytes of padding = %d %s, want %d", tt.pad, w.Code, w.Body, tt.want)
+			}
+			if w.Code != stOK && !strings.Contains(w.Body.String(), `"code":"headers_too_large"`) {
+				t.Errorf("body = %s, want a JSON headers_too_large error", w.Body)
+			}
+		})
+	}
+}
+
+func TestSlowRequestBodyIsCutWith408(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	f := newRouteFixture(t, nil, func(o *Options) { o.BodyTimeout = timeout })
+	ts := f.tcpServer(t)
+	s1, _ := f.hub.Session("s1")
+
+	conn, err := net.DialTimeout("tcp", ts.Listener.Addr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	body := `{"type":"build:slow","data":"` + strings.Repeat("x", 64) + `"}`
+	fmt.Fprintf(conn, "POST /api/v1/sessions/s1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"+
+		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n", f.keys.admin, len(body))
+
+	// Trickle the body a byte at a time, far slower than the timeout
+	// allows in all, until the server answers.
+	stop := make(chan struct{})
+	trickled := make(chan struct{})
+	go func() {
+		defer close(trickled)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; i < len(body); i++ {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			if _, err := conn.Write([]byte{body[i]}); err != nil {
+				return
+			}
+		}
+	}()
+	began := time.Now()
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	close(stop)
+	<-trickled
+	if err != nil {
+		t.Fatalf("no answer to the slow body: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), `"code":"body_timeout"`) {
+		t.Errorf("slow body = %d %s, want 408 body_timeout", resp.StatusCode, b)
+	}
+	if took := time.Since(began); took > timeout+2*time.Second {
+		t.Errorf("the slow body was cut after %v, want about %v", took, timeout)
+	}
+	if s1.Bus.LastID() != 0 {
+		t.Errorf("lastId = %d after a cut body, want 0", s1.Bus.LastID())
+	}
+
+	// A body sent at once is not affected.
+	req, err := http.NewRequest("POST", ts.URL+"/api/v1/sessions/s1/events", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+f.keys.admin)
+	r, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != stOK {
+		t.Errorf("a prompt publish = %d, want 200", r.StatusCode)
 	}
 	ts.Client().CloseIdleConnections()
 }

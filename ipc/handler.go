@@ -2,8 +2,11 @@ package ipc
 
 import (
 	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +22,7 @@ const (
 	DefaultMaxBatch      = 1000
 	DefaultKeepalive     = 15 * time.Second
 	DefaultWriteTimeout  = 30 * time.Second
+	DefaultBodyTimeout   = 30 * time.Second
 	// RetryMs is the SSE retry: field every stream starts with.
 	RetryMs = 3000
 	// MaxControlFrame is the largest WebSocket control frame a client may send.
@@ -46,6 +50,16 @@ type Options struct {
 	// that stopped reading is cut off; default 30 s. A quiet stream never
 	// hits it.
 	WriteTimeout time.Duration
+	// MaxHeaderBytes limits a request's line and headers as the router
+	// counts them: a larger request gets 431 with a JSON error. 0 means no
+	// check here; the http.Server's own MaxHeaderBytes still applies, and
+	// answers 431 in plain text past its 4 KiB of slack.
+	MaxHeaderBytes int64
+	// BodyTimeout is the time a client has to send the body of a POST or
+	// DELETE once its headers arrived; one that trickles in slower is cut
+	// off with 408 (a slow-loris body). Default 30 s. Streams (GET) have no
+	// body and are never cut by it.
+	BodyTimeout time.Duration
 	// MaxStreams limits the streams open at once across every bus
 	// (max_subscribers_total); 0 means no limit beyond each bus's own.
 	MaxStreams int
@@ -86,6 +100,9 @@ func (o *Options) fill() {
 	}
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = DefaultBodyTimeout
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -192,7 +209,50 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"credentials are never accepted in the query string (parameter %q); send Authorization: Bearer <key>", name))
 		return
 	}
+	if limit := h.options().MaxHeaderBytes; limit > 0 && headerBytes(r) > limit {
+		h.refuse(w, r, Caller{}, errorf(http.StatusRequestHeaderFieldsTooLarge, "headers_too_large",
+			"the request line and headers exceed %d bytes", limit))
+		return
+	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// headerBytes returns the size of r's request line and headers as they
+// were sent, give or take the spelling of white space.
+func headerBytes(r *http.Request) int64 {
+	n := len(r.Method) + 1 + len(r.RequestURI) + 1 + len(r.Proto) + 2
+	n += len("Host: \r\n") + len(r.Host)
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + 2 + len(v) + 2
+		}
+	}
+	return int64(n + 2)
+}
+
+// timedBody is a request body read under BodyTimeout: the connection's
+// read deadline turns into a 408 that writeError answers as JSON.
+type timedBody struct {
+	io.ReadCloser
+	timeout time.Duration
+}
+
+func (b *timedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		err = errorf(http.StatusRequestTimeout, "body_timeout", "the request body did not arrive within %v", b.timeout)
+	}
+	return n, err
+}
+
+// limitBodyTime puts a POST or DELETE body under o.BodyTimeout.
+func limitBodyTime(w http.ResponseWriter, r *http.Request, o *Options) {
+	if r.Method == http.MethodGet || r.Body == nil || r.Body == http.NoBody {
+		return
+	}
+	if http.NewResponseController(w).SetReadDeadline(time.Now().Add(o.BodyTimeout)) == nil {
+		r.Body = &timedBody{ReadCloser: r.Body, timeout: o.BodyTimeout}
+	}
 }
 
 // refuse answers a request the access policy refused, and logs who it was:
@@ -275,6 +335,7 @@ func (h *Handler) wrap(rt route) http.Handler {
 			h.refuse(w, r, caller, err)
 			return
 		}
+		limitBodyTime(w, r, o)
 		rt.serve(h, w, r, caller)
 	})
 }
