@@ -66,7 +66,13 @@ func (h *Handler) runWS(w http.ResponseWriter, r *http.Request, sub *bus.Subscri
 		defer cancel()
 		readControl(ctx, c, sub, replies)
 	}()
-	defer func() { <-readerDone }()
+	defer func() {
+		// The writer may stop while the reader still waits on a peer that
+		// sends nothing (a ping it never answered): cancelling the read
+		// closes the connection, so the reader returns.
+		cancel()
+		<-readerDone
+	}()
 
 	if end, ok := h.writeWS(ctx, c, sub, replies, o); ok {
 		code, reason := closeFor(end)

@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -408,4 +410,81 @@ func TestSubscriberLimitInBand(t *testing.T) {
 	if env := first.MustNext(t); env.ID != r.LastID {
 		t.Errorf("first stream got %s %d, want event %d", env.Type, env.ID, r.LastID)
 	}
+}
+
+// TestWebSocketKeepalive: the server pings every keepalive; a peer that
+// answers keeps its quiet stream as long as it likes, and a peer that does
+// not answer is closed and its subscription removed.
+func TestWebSocketKeepalive(t *testing.T) {
+	srv := ipctest.New(t, ipctest.Options{
+		Hub:     hubOpts(),
+		Handler: ipc.Options{Keepalive: 50 * time.Millisecond, WriteTimeout: 100 * time.Millisecond},
+	})
+	createSession(t, srv, "s")
+	s, _ := srv.Hub.Session("s")
+	ctx := testCtx(t)
+
+	t.Run("answering peer stays", func(t *testing.T) {
+		var pings atomic.Int64
+		c, _, err := websocket.Dial(ctx, "ws://"+ipctest.Host+"/api/v1/sessions/s/ws", &websocket.DialOptions{
+			HTTPClient: srv.Client,
+			OnPingReceived: func(context.Context, []byte) bool {
+				pings.Add(1)
+				return true
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.CloseNow()
+		// A reader answers pings while it waits.
+		msgs := make(chan bus.Envelope)
+		done := make(chan error, 1)
+		go func() {
+			for {
+				env, _, err := ipctest.ReadEnvelope(ctx, c)
+				if err != nil {
+					done <- err
+					return
+				}
+				select {
+				case msgs <- env:
+				case <-ctx.Done():
+				}
+			}
+		}()
+		defer func() {
+			c.CloseNow()
+			<-done
+		}()
+		if env := <-msgs; env.Type != bus.TypeReady {
+			t.Fatalf("first frame %s, want stream:ready", env.Type)
+		}
+		// Many keepalives and write timeouts pass on the quiet stream.
+		ipctest.Eventually(t, wait, "ten pings", func() bool { return pings.Load() >= 10 })
+		r := srv.Publish(t, "s", ev("a:b", ""))
+		select {
+		case env := <-msgs:
+			if env.ID != r.LastID {
+				t.Errorf("after the quiet spell got %s %d, want event %d", env.Type, env.ID, r.LastID)
+			}
+		case err := <-done:
+			t.Fatalf("quiet stream ended: %v", err)
+		case <-ctx.Done():
+			t.Fatal("no event after the quiet spell")
+		}
+	})
+
+	t.Run("silent peer is closed", func(t *testing.T) {
+		// This client never reads, so it never answers a ping.
+		c, _, err := srv.DialWS(ctx, "/api/v1/sessions/s/ws", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.CloseNow()
+		ipctest.Eventually(t, wait, "one subscriber", func() bool { return s.Bus.Stats().Subscribers == 1 })
+		ipctest.Eventually(t, wait, "the silent peer's subscription to be removed", func() bool {
+			return s.Bus.Stats().Subscribers == 0
+		})
+	})
 }
