@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/ipctest"
 )
 
@@ -215,4 +216,49 @@ func TestSlowReaderEvictedAndRecovers(t *testing.T) {
 	checkRecovered(t, "SSE resume", func() bus.Envelope { return re.MustNext(t) }, sseLast, lastID)
 	rw := srv.OpenWS(t, "/api/v1/sessions/slow/ws?since="+strconv.FormatUint(wsLast, 10), nil)
 	checkRecovered(t, "WebSocket resume", func() bus.Envelope { return ipctest.MustReadEnvelope(t, rw) }, wsLast, lastID)
+}
+
+// TestStoppedReaderIsCutOffByWriteTimeout: a reader that stops reading with
+// room left in its queue is cut off once one write has waited WriteTimeout,
+// over SSE and WebSocket, without being counted as evicted.
+func TestStoppedReaderIsCutOffByWriteTimeout(t *testing.T) {
+	for _, kind := range []string{"events", "ws"} {
+		t.Run(kind, func(t *testing.T) {
+			srv := ipctest.New(t, ipctest.Options{Hub: hubOpts(), Handler: ipc.Options{WriteTimeout: 100 * time.Millisecond}})
+			createSession(t, srv, "s")
+			s, _ := srv.Hub.Session("s")
+			ctx := testCtx(t)
+			path := "/api/v1/sessions/s/" + kind + "?maxQueued=2048"
+			if kind == "events" {
+				conn, err := srv.Dial(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				req, _ := http.NewRequest(http.MethodGet, ipctest.URL(path), nil)
+				if err := req.Write(conn); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				c, _, err := srv.DialWS(ctx, path, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.CloseNow()
+			}
+			ipctest.Eventually(t, wait, "the subscriber", func() bool { return s.Bus.Stats().Subscribers == 1 })
+			// About 1 MB: more than the socket holds, less than the
+			// subscriber's queue (2 MiB, 2048 frames).
+			pad := strings.Repeat("y", 50_000)
+			for i := range 20 {
+				srv.Publish(t, "s", ev("big:chunk", fmt.Sprintf(`{"n":%d,"pad":%q}`, i, pad)))
+			}
+			ipctest.Eventually(t, wait, "the stopped reader to be cut off", func() bool {
+				return s.Bus.Stats().Subscribers == 0
+			})
+			if st := s.Bus.Stats(); st.EvictedQueue+st.EvictedBytes != 0 {
+				t.Errorf("stats %+v: the reader was evicted, want it cut off by the write timeout", st)
+			}
+		})
+	}
 }
