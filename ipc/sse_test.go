@@ -209,3 +209,32 @@ func fmtPtr(p *uint64) any {
 	}
 	return *p
 }
+
+// TestResumeAfterReloadLosesNothing: a reload ends every stream, but the
+// buses, their ids, rings and epochs survive, so a client that resumes with
+// its last id and epoch gets exactly what it missed.
+func TestResumeAfterReloadLosesNothing(t *testing.T) {
+	srv := newServer(t)
+	for i := range 5 {
+		srv.Publish(t, "s", ev("a:b", strconv.Itoa(i+1)))
+	}
+	st := srv.OpenSSE(t, "/api/v1/sessions/s/events?since=0", nil)
+	envs := expectSSE(t, st, bus.TypeReady, "a:b", "a:b", "a:b", "a:b", "a:b", bus.TypeReplayed)
+	epoch := data[bus.ReadyData](t, envs[0]).Epoch
+
+	srv.Hub.EndStreams(bus.EndReload)
+	if rest := readSSEToEnd(t, st); len(rest) != 1 || rest[0].Type != bus.TypeClosed || data[bus.ClosedData](t, rest[0]).Reason != "reload" {
+		t.Fatalf("after reload the stream sent %v, want stream:closed reason reload", types(rest))
+	}
+	for i := range 3 {
+		srv.Publish(t, "s", ev("a:b", strconv.Itoa(i+6)))
+	}
+	re := srv.OpenSSE(t, "/api/v1/sessions/s/events", header("Last-Event-ID", "5", "Localbus-Epoch", epoch))
+	got := expectSSE(t, re, bus.TypeReady, "a:b", "a:b", "a:b", bus.TypeReplayed)
+	if rd := data[bus.ReadyData](t, got[0]); rd.Epoch != epoch || rd.LastID != 8 {
+		t.Errorf("stream:ready after reload %s, want the same epoch %s and lastId 8", got[0].Data, epoch)
+	}
+	if ids := ids(got); !slices.Equal(ids, seq(6, 8)) {
+		t.Errorf("resumed with %v, want 6 to 8", ids)
+	}
+}
