@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -43,9 +44,19 @@ type Daemon struct {
 	notifier *systemd.Notifier
 	server   *http.Server
 
-	reloadMu sync.Mutex // serializes reloads; guards cfg
+	reloadMu sync.Mutex // serializes reloads and shutdown; guards cfg and stopping
 	cfg      Config
+	stopping bool // shutdown has begun: reloads are refused
+
+	statusMu   sync.Mutex // guards lastStatus
+	lastStatus string     // the last STATUS= sent
+
+	notifyFailed atomic.Bool // a notification has failed and been logged
 }
+
+// statusInterval is how often the daemon checks whether its STATUS= line
+// changed (sessions, subscribers) and tells the service manager if so.
+const statusInterval = 2 * time.Second
 
 // Run serves until ctx is done (SIGTERM, SIGINT), reloading on SIGHUP and
 // POST /api/v1/reload, then shuts down gracefully (SPEC §8). A clean
@@ -164,11 +175,18 @@ func (d *Daemon) listen() (ls []net.Listener, cleanup func(), err error) {
 				ls = append(ls, l)
 			}
 		}
+		if d.cfg.ListenTCP != "" && len(inherited[systemd.NameTCP]) == 0 {
+			d.log.Warn("listen_tcp is ignored under socket activation; add a ListenStream= with FileDescriptorName=tcp to the socket unit",
+				"listen_tcp", d.cfg.ListenTCP)
+		}
 		return ls, cleanup, nil
 	}
-	u, err := listenUnix(d.cfg.Socket, d.cfg.SocketMode, d.cfg.SocketGroup)
+	u, stale, err := listenUnix(d.cfg.Socket, d.cfg.SocketMode, d.cfg.SocketGroup)
 	if err != nil {
 		return nil, nil, err
+	}
+	if stale {
+		d.log.Info("replaced a stale socket that nothing listened on", "socket", d.cfg.Socket)
 	}
 	ls = append(ls, u)
 	d.log.Info("listening", "socket", d.cfg.Socket, "mode", fmt.Sprintf("%04o", d.cfg.SocketMode))
@@ -214,9 +232,12 @@ func (d *Daemon) serve(ctx context.Context, listeners []net.Listener) error {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
-	d.notifier.Ready()
+	d.notify("READY", d.notifier.Ready())
 	d.notifyStatus()
 	d.log.Info("ready", "version", d.opts.Version)
+	if d.notifier.Enabled() {
+		wg.Go(func() { d.reportStatus(ctx) })
+	}
 
 	var err error
 loop:
@@ -244,21 +265,41 @@ loop:
 // all within shutdown_timeout. Past it, it calls cancelRequests and closes
 // what is left.
 func (d *Daemon) shutdown(cancelRequests context.CancelFunc) {
-	d.notifier.Stopping()
-	d.log.Info("shutting down")
+	// Under reloadMu, so that a reload in progress finishes first (its
+	// READY=1 must not follow STOPPING=1) and none starts after.
 	d.reloadMu.Lock()
+	d.stopping = true
 	timeout := d.cfg.ShutdownTimeout
 	d.reloadMu.Unlock()
+	d.notify("STOPPING", d.notifier.Stopping())
+	d.log.Info("shutting down")
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 
 	d.handler.Drain()
 	done := make(chan error, 1)
-	go func() { done <- d.server.Shutdown(ctx) }()
+	go func() {
+		err := d.server.Shutdown(ctx)
+		if err == nil {
+			err = d.handler.Wait(ctx)
+		}
+		done <- err
+	}()
+	// A stream that got past the handler's drain check just before Drain
+	// subscribes after the first EndStreams; end such latecomers as well,
+	// until every stream is gone.
 	d.hub.EndStreams(bus.EndShutdown)
-	err := <-done
-	if err == nil {
-		err = d.handler.Wait(ctx)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var err error
+wait:
+	for {
+		select {
+		case err = <-done:
+			break wait
+		case <-tick.C:
+			d.hub.EndStreams(bus.EndShutdown)
+		}
 	}
 	if err != nil {
 		d.log.Warn("shutdown timed out; closing what is left", "timeout", timeout)
@@ -268,9 +309,47 @@ func (d *Daemon) shutdown(cancelRequests context.CancelFunc) {
 	d.hub.Close()
 }
 
-// notifyStatus tells the service manager what the daemon holds.
+// notifyStatus tells the service manager what the daemon holds, if that
+// changed since it last did.
 func (d *Daemon) notifyStatus() {
-	d.notifier.Status(fmt.Sprintf("%d sessions, %d subscribers", d.hub.Len(), d.hub.Subscribers()))
+	status := fmt.Sprintf("%d sessions, %d subscribers", d.hub.Len(), d.hub.Subscribers())
+	d.statusMu.Lock()
+	defer d.statusMu.Unlock()
+	if status == d.lastStatus {
+		return
+	}
+	d.lastStatus = status
+	d.notify("STATUS", d.notifier.Status(status))
+}
+
+// reportStatus keeps STATUS= current until ctx is done.
+func (d *Daemon) reportStatus(ctx context.Context) {
+	t := time.NewTicker(statusInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			d.notifyStatus()
+		}
+	}
+}
+
+// notify logs err, the failure of a notification to the service manager.
+// The daemon goes on serving: the manager acts on what it did not hear (a
+// start or reload timeout, a missed watchdog). Only the first failure is
+// logged as a warning; NOTIFY_SOCKET does not change, so the rest would say
+// the same.
+func (d *Daemon) notify(what string, err error) {
+	if err == nil {
+		return
+	}
+	level := slog.LevelDebug
+	if d.notifyFailed.CompareAndSwap(false, true) {
+		level = slog.LevelWarn
+	}
+	d.log.Log(context.Background(), level, "cannot notify the service manager", "state", what, "err", err)
 }
 
 // reloadRequest is POST /api/v1/reload.
@@ -295,8 +374,11 @@ func (d *Daemon) reload() error {
 	}
 	d.reloadMu.Lock()
 	defer d.reloadMu.Unlock()
-	d.notifier.Reloading()
-	defer d.notifier.Ready()
+	if d.stopping {
+		return errors.New("reload: the daemon is shutting down")
+	}
+	d.notify("RELOADING", d.notifier.Reloading())
+	defer func() { d.notify("READY", d.notifier.Ready()) }()
 	next, err := d.opts.LoadConfig()
 	if err != nil {
 		return err

@@ -565,6 +565,9 @@ func TestStartReplacesStaleSocket(t *testing.T) {
 	if id := publish(t, d, "s", "test:one", `1`); id != 1 {
 		t.Errorf("first publish on the new daemon got id %d, want 1", id)
 	}
+	if !strings.Contains(d.Stderr(), "replaced a stale socket") {
+		t.Errorf("the daemon did not say it replaced a stale socket")
+	}
 }
 
 // TestStartRefusesLiveSocket starts a second daemon on a socket that

@@ -15,32 +15,34 @@ import (
 
 // listenUnix creates the daemon's own Unix socket at path (SPEC §8): the
 // directory is made 0750 when missing; a live daemon answering on path is an
-// error that says so; a stale socket file is replaced; the socket gets mode
-// and group. The listener unlinks the file when closed.
-func listenUnix(path string, mode os.FileMode, group string) (*net.UnixListener, error) {
+// error that says so; a stale socket file is replaced, and stale reports
+// it; the socket gets mode and group. The listener unlinks the file when
+// closed.
+func listenUnix(path string, mode os.FileMode, group string) (ln *net.UnixListener, stale bool, err error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, fmt.Errorf("socket directory: %w", err)
+		return nil, false, fmt.Errorf("socket directory: %w", err)
 	}
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode().Type() != fs.ModeSocket {
-			return nil, fmt.Errorf("%s exists and is not a socket; not touching it", path)
+			return nil, false, fmt.Errorf("%s exists and is not a socket; not touching it", path)
 		}
 		if live(path) {
-			return nil, fmt.Errorf("another localbus daemon is already serving on %s; stop it first or choose another --socket", path)
+			return nil, false, fmt.Errorf("another localbus daemon is already serving on %s; stop it first or choose another --socket", path)
 		}
 		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("removing stale socket: %w", err)
+			return nil, false, fmt.Errorf("removing stale socket: %w", err)
 		}
+		stale = true
 	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	ln.SetUnlinkOnClose(true)
 	if err := os.Chmod(path, mode); err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("socket mode: %w", err)
+		return nil, false, fmt.Errorf("socket mode: %w", err)
 	}
 	if group != "" {
 		gid, err := lookupGroup(group)
@@ -49,10 +51,10 @@ func listenUnix(path string, mode os.FileMode, group string) (*net.UnixListener,
 		}
 		if err != nil {
 			ln.Close()
-			return nil, fmt.Errorf("socket group %q: %w", group, err)
+			return nil, false, fmt.Errorf("socket group %q: %w", group, err)
 		}
 	}
-	return ln, nil
+	return ln, stale, nil
 }
 
 // live reports whether something accepts connections on the socket at path.

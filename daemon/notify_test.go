@@ -253,3 +253,41 @@ func TestNotifyWatchdog(t *testing.T) {
 		})
 	}
 }
+
+// TestNotifyStatusFollowsSessionsAndSubscribers checks that STATUS= keeps up
+// with what the daemon holds, for systemctl status to show.
+func TestNotifyStatusFollowsSessionsAndSubscribers(t *testing.T) {
+	ns := listenNotify(t)
+	d := lbtest.Start(t, lbtest.Options{Env: []string{"NOTIFY_SOCKET=" + ns.Path}})
+	createSession(t, d, "s")
+	d.Follow(t, "sse", "/api/v1/sessions/s/events", lbtest.FollowOptions{})
+	d.Follow(t, "ws", "/api/v1/sessions/s/ws", lbtest.FollowOptions{Transport: lbtest.WebSocket})
+
+	const want = "STATUS=1 sessions, 2 subscribers"
+	deadline := time.Now().Add(patience)
+	var seen []string
+	for {
+		n := ns.next(t, "WATCHDOG=1", "READY=1")
+		seen = append(seen, n.msg)
+		if n.msg == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q after %v; got %q", want, patience, seen)
+		}
+	}
+}
+
+// TestNotifyFailureIsLoggedNotFatal points NOTIFY_SOCKET at nothing: the
+// daemon says it cannot notify, and serves and stops as usual.
+func TestNotifyFailureIsLoggedNotFatal(t *testing.T) {
+	nowhere := filepath.Join(t.TempDir(), "nobody-listens.sock")
+	d := lbtest.Start(t, lbtest.Options{Env: []string{"NOTIFY_SOCKET=" + nowhere}})
+	d.WaitStderr(t, "cannot notify the service manager", patience)
+	createSession(t, d, "s")
+	publish(t, d, "s", "test:one", "1")
+	d.Signal(t, syscall.SIGTERM)
+	if code, _ := waitExit(t, d, time.Now()); code != 0 {
+		t.Errorf("exit code = %d, want 0", code)
+	}
+}
