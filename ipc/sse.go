@@ -38,16 +38,20 @@ func putWriteBuf(wb *writeBuf) {
 	writeBufPool.Put(wb)
 }
 
+// setSSEHeaders sets the response headers of an SSE stream (SPEC §3.2).
+func setSSEHeaders(hd http.Header) {
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-cache")
+	hd.Set("X-Accel-Buffering", "no")
+}
+
 // runSSE serves a stream as Server-Sent Events (SPEC §3.2). sub is nil when
 // the subscription was refused, and refusal is then the terminal frame to
 // send. Each wake-up writes every queued frame in one write and one flush.
 func (h *Handler) runSSE(w http.ResponseWriter, r *http.Request, sub *bus.Subscription, refusal *bus.Frame) {
 	o := h.options()
 	rc := http.NewResponseController(w)
-	hd := w.Header()
-	hd.Set("Content-Type", "text/event-stream")
-	hd.Set("Cache-Control", "no-cache")
-	hd.Set("X-Accel-Buffering", "no")
+	setSSEHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
 	if sub == nil {
 		w.Write(sseRetry)

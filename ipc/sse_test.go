@@ -238,3 +238,39 @@ func TestResumeAfterReloadLosesNothing(t *testing.T) {
 		t.Errorf("resumed with %v, want 6 to 8", ids)
 	}
 }
+
+// TestHeadOnAStreamRouteOpensNoStream: HEAD on an SSE route answers what
+// GET would (status and headers) and ends at once, so the connection is
+// free for the next request and no subscriber is left behind.
+func TestHeadOnAStreamRouteOpensNoStream(t *testing.T) {
+	srv := newServer(t)
+	createSession(t, srv, "s")
+	s, _ := srv.Hub.Session("s")
+	cases := []struct {
+		path   string
+		status int
+	}{
+		{"/api/v1/sessions/s/events", http.StatusOK},
+		{"/api/v1/sessions/s/events?since=0", http.StatusOK},
+		{"/api/v1/events", http.StatusOK},
+		{"/api/v1/families/build/events", http.StatusOK},
+		{"/api/v1/sessions/nosuch/events", http.StatusNotFound},
+		{"/api/v1/sessions/s/events?since=x", http.StatusBadRequest},
+	}
+	for _, tc := range cases {
+		r := srv.Do(t, http.MethodHead, tc.path, nil, nil)
+		if r.Status != tc.status || len(r.Body) != 0 {
+			t.Errorf("HEAD %s = %d with %d body bytes, want %d and none", tc.path, r.Status, len(r.Body), tc.status)
+		}
+		if tc.status == http.StatusOK && r.Header.Get("Content-Type") != "text/event-stream" {
+			t.Errorf("HEAD %s Content-Type = %q, want text/event-stream", tc.path, r.Header.Get("Content-Type"))
+		}
+		// The same client, likely the same connection: it must be free.
+		if r := srv.Do(t, http.MethodGet, "/healthz", nil, nil); r.Status != http.StatusOK {
+			t.Errorf("GET /healthz after HEAD %s = %d", tc.path, r.Status)
+		}
+	}
+	if n := s.Bus.Stats().Subscribers + srv.Hub.Global().Stats().Subscribers; n != 0 {
+		t.Errorf("%d subscribers after HEAD requests, want 0", n)
+	}
+}

@@ -163,6 +163,13 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 		}
 		b = s.Bus
 	}
+	if r.Method == http.MethodHead {
+		// The headers of the stream, not a stream: a HEAD response has no
+		// body to end, so a stream would keep its connection busy for good.
+		setSSEHeaders(w.Header())
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	h.streams.Add(1)
 	defer h.streams.Done()
 	n := h.open.Add(1)
