@@ -274,3 +274,47 @@ func TestHeadOnAStreamRouteOpensNoStream(t *testing.T) {
 		t.Errorf("%d subscribers after HEAD requests, want 0", n)
 	}
 }
+
+// TestResumePastTheRingGetsGap: a cursor older than the ring's oldest event
+// gets stream:gap ring_evicted, then the surviving suffix, on both
+// transports; cursor 0 too, once id 1 is gone.
+func TestResumePastTheRingGetsGap(t *testing.T) {
+	srv := newServer(t)
+	if r := srv.Do(t, http.MethodPost, "/api/v1/sessions", nil, []byte(`{"id":"r","ringSize":5}`)); r.Status != http.StatusCreated {
+		t.Fatalf("create = %d %s", r.Status, r.Body)
+	}
+	for i := range 10 {
+		srv.Publish(t, "r", ev("a:b", strconv.Itoa(i+1)))
+	}
+	for _, cursor := range []string{"0", "2", "4"} {
+		for _, kind := range []string{"events", "ws"} {
+			t.Run(kind+" since "+cursor, func(t *testing.T) {
+				path := "/api/v1/sessions/r/" + kind + "?since=" + cursor
+				var next func() bus.Envelope
+				if kind == "events" {
+					st := srv.OpenSSE(t, path, nil)
+					next = func() bus.Envelope { return st.MustNext(t) }
+				} else {
+					c := srv.OpenWS(t, path, nil)
+					next = func() bus.Envelope { return ipctest.MustReadEnvelope(t, c) }
+				}
+				var envs []bus.Envelope
+				for len(envs) == 0 || envs[len(envs)-1].Type != bus.TypeReplayed {
+					envs = append(envs, next())
+				}
+				want := []string{bus.TypeReady, bus.TypeGap, "a:b", "a:b", "a:b", "a:b", "a:b", bus.TypeReplayed}
+				if !slices.Equal(types(envs), want) {
+					t.Fatalf("frames %v, want %v", types(envs), want)
+				}
+				gd := data[bus.GapData](t, envs[1])
+				c, _ := strconv.ParseUint(cursor, 10, 64)
+				if gd.Reason != bus.GapRingEvicted || gd.LastDeliveredID != c || gd.EarliestAvailableID == nil || *gd.EarliestAvailableID != 6 || gd.LastID != 10 {
+					t.Errorf("stream:gap %s, want ring_evicted from %d, earliest 6, lastId 10", envs[1].Data, c)
+				}
+				if got := ids(envs); !slices.Equal(got, seq(6, 10)) {
+					t.Errorf("replayed %v, want 6 to 10", got)
+				}
+			})
+		}
+	}
+}
