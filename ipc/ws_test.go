@@ -418,7 +418,9 @@ func TestSubscriberLimitInBand(t *testing.T) {
 func TestWebSocketKeepalive(t *testing.T) {
 	srv := ipctest.New(t, ipctest.Options{
 		Hub:     hubOpts(),
-		Handler: ipc.Options{Keepalive: 50 * time.Millisecond, WriteTimeout: 100 * time.Millisecond},
+		// Short, but long enough for a loaded machine to answer a ping:
+		// the server waits one keepalive for the pong.
+		Handler: ipc.Options{Keepalive: 250 * time.Millisecond, WriteTimeout: 250 * time.Millisecond},
 	})
 	createSession(t, srv, "s")
 	s, _ := srv.Hub.Session("s")
@@ -460,8 +462,8 @@ func TestWebSocketKeepalive(t *testing.T) {
 		if env := <-msgs; env.Type != bus.TypeReady {
 			t.Fatalf("first frame %s, want stream:ready", env.Type)
 		}
-		// Many keepalives and write timeouts pass on the quiet stream.
-		ipctest.Eventually(t, wait, "ten pings", func() bool { return pings.Load() >= 10 })
+		// Several keepalives and write timeouts pass on the quiet stream.
+		ipctest.Eventually(t, wait, "four pings", func() bool { return pings.Load() >= 4 })
 		r := srv.Publish(t, "s", ev("a:b", ""))
 		select {
 		case env := <-msgs:
