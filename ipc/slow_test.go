@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/hub"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/ipctest"
 )
@@ -91,7 +92,9 @@ func checkRecovered(tb testing.TB, what string, next func() bus.Envelope, cursor
 // recovers every event it missed, with no gap, while the normal client got
 // them all live.
 func TestSlowReaderEvictedAndRecovers(t *testing.T) {
-	srv := newServer(t)
+	// A byte limit the normal client cannot reach even if it is starved of
+	// CPU for a while; the slow ones go by the frame count they asked for.
+	srv := ipctest.New(t, ipctest.Options{Hub: hub.Options{AutoCreate: true, Limits: bus.Limits{MaxQueuedBytes: 64 << 20}}})
 	createSession(t, srv, "slow")
 	sess, _ := srv.Hub.Session("slow")
 	b := sess.Bus
