@@ -1,0 +1,58 @@
+// Package journal keeps localbus's buses on disk, so that events, ids and
+// epochs survive a restart (SPEC §11). A Journal is one directory under
+// state_dir; every bus of the daemon (the sessions and the global bus) is a
+// Store in it, and a Store is the bus.Store the bus appends to and replays
+// from.
+//
+// Start with Open, then OpenBus for the global bus ("") and for every id
+// that Sessions lists; Close writes the clean-shutdown mark.
+//
+// # Layout
+//
+// The directory holds a bbolt database, journal.db, and a write-ahead log
+// of segment files, wal-NNNNNNNNNNNNNNNN.log. Appending a batch writes one
+// log record (a length, a CRC-32C and the batch's events) with one write;
+// a checkpoint, in the background, copies the records since the last one
+// into the database in one transaction, deletes the events that retention
+// dropped, and removes the log segments it covered. The database holds,
+// per bus: its session id, epoch, ring size and last id, and its retained
+// events keyed by id, each value carrying a CRC-32C, the type and the
+// JSON envelope, so a frame is rebuilt with bus.NewFrame and no JSON
+// parsing.
+//
+// # Durability
+//
+// With SyncAlways, Append returns once its record is on stable storage;
+// concurrent appends on different buses share one fdatasync (group
+// commit). With SyncInterval a background goroutine syncs every interval;
+// the record is written to the kernel before Append returns, so a process
+// crash loses nothing, and a power loss at most one interval. SyncNever
+// leaves syncing to checkpoints and the kernel.
+//
+// # Recovery
+//
+// Open replays the log over the database. A bad record at the end of the
+// newest segment is a torn tail: it is cut off and logged with what it
+// held, and epochs are kept (with SyncAlways nothing acknowledged was in
+// it). A bad record anywhere else is corruption: everything after it is
+// dropped and every bus gets a new epoch. A stored event whose checksum
+// does not match is dropped with every older event of its bus, whose
+// epoch changes. Without the clean-shutdown mark, a journal last run with
+// SyncInterval or SyncNever gives every bus a new epoch, since
+// acknowledged events may be lost. A database that cannot be opened is
+// moved aside and the journal starts empty.
+//
+// # Retention and memory
+//
+// A Store keeps the bus's retained window like bus.Ring does (count and
+// bytes) and deletes what it evicts from disk at the next checkpoint, so
+// disk use stays bounded by the ring limits. Events restored at Open are
+// read from disk only when a replay first reaches them, which keeps
+// start-up fast.
+//
+// # Locks
+//
+// Journal.mu is taken before Store.mu, Store.mu before the log's locks
+// (wal.syncMu before wal.mu). The bus calls Store methods with its own
+// lock held, so the bus lock comes first of all.
+package journal

@@ -1,0 +1,459 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/localbus/localbus/bus"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Errors of the journal.
+var (
+	// ErrDiskFull wraps a write refused for lack of space (ENOSPC, EDQUOT).
+	// The append it refused left nothing behind.
+	ErrDiskFull = errors.New("journal: disk full")
+	// ErrClosed is returned after Close, and by a deleted bus's Store.
+	ErrClosed = errors.New("journal: closed")
+	// ErrLocked is returned by Open when another process holds the journal.
+	ErrLocked = errors.New("journal: in use by another process")
+)
+
+// Sync modes, the values of Options.Sync (the fsync setting of SPEC §10).
+const (
+	SyncAlways   = "always"
+	SyncInterval = "interval"
+	SyncNever    = "never"
+)
+
+// Defaults of Options.
+const (
+	DefaultSyncInterval       = 100 * time.Millisecond
+	DefaultCheckpointBytes    = 16 << 20
+	DefaultCheckpointInterval = 5 * time.Second
+)
+
+// Options configure Open. Zero values mean the defaults.
+type Options struct {
+	// Dir is the journal's directory, created 0700 if missing. Required.
+	Dir string
+	// Sync is SyncAlways (default), SyncInterval or SyncNever.
+	Sync string
+	// SyncInterval is the sync period under SyncInterval; default 100 ms.
+	SyncInterval time.Duration
+	// CheckpointBytes is the log size that starts a checkpoint; default
+	// 16 MiB.
+	CheckpointBytes int64
+	// CheckpointInterval is the longest a log record waits for a
+	// checkpoint; default 5 s.
+	CheckpointInterval time.Duration
+	// Logger receives recovery reports and background errors; nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// WrapFile, if set, wraps every log segment the journal opens for
+	// writing: tests use it to inject faults. Default: none.
+	WrapFile func(File) File
+	// OnSync, if set, is called after every sync of the log; default none.
+	OnSync func()
+}
+
+// A Journal is the on-disk state of every bus of a daemon. Its methods are
+// safe for concurrent use. Close it to stop its goroutines and mark a clean
+// shutdown.
+type Journal struct {
+	opts Options
+	mode string
+	log_ *slog.Logger
+	db   *bolt.DB
+	wal  *wal
+	dir  string
+
+	ckptMu sync.Mutex // one checkpoint at a time; taken before mu
+	kick   chan struct{}
+	stop   chan struct{}
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex // guards the fields below; taken before Store.mu
+	closed  bool
+	stores  map[uint64]*Store
+	names   map[string]uint64 // session id ("" for the global bus) to bus number
+	metas   map[uint64]*busMeta
+	nextNum uint64
+}
+
+// Open opens or creates the journal in opts.Dir, recovers it (see the
+// package doc) and returns it with every stored bus ready for OpenBus.
+func Open(opts Options) (*Journal, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("journal: no directory")
+	}
+	switch opts.Sync {
+	case "":
+		opts.Sync = SyncAlways
+	case SyncAlways, SyncInterval, SyncNever:
+	default:
+		return nil, fmt.Errorf("journal: unknown sync mode %q", opts.Sync)
+	}
+	if opts.SyncInterval <= 0 {
+		opts.SyncInterval = DefaultSyncInterval
+	}
+	if opts.CheckpointBytes <= 0 {
+		opts.CheckpointBytes = DefaultCheckpointBytes
+	}
+	if opts.CheckpointInterval <= 0 {
+		opts.CheckpointInterval = DefaultCheckpointInterval
+	}
+	j := &Journal{
+		opts: opts, mode: opts.Sync, log_: opts.Logger, dir: opts.Dir,
+		kick: make(chan struct{}, 1), stop: make(chan struct{}),
+		stores: map[uint64]*Store{}, names: map[string]uint64{}, metas: map[uint64]*busMeta{},
+	}
+	if j.log_ == nil {
+		j.log_ = slog.Default()
+	}
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	if err := j.recover(); err != nil {
+		if j.db != nil {
+			j.db.Close()
+		}
+		return nil, err
+	}
+	j.wg.Go(j.checkpointLoop)
+	if j.mode == SyncInterval {
+		j.wg.Go(j.syncLoop)
+	}
+	return j, nil
+}
+
+// log appends the record of frames of bus num and, with SyncAlways, waits
+// until it is durable. It returns the log offset past the record.
+func (j *Journal) log(num uint64, frames []*bus.Frame) (uint64, error) {
+	n := recHeaderLen + payloadHeadLen
+	for _, f := range frames {
+		n += 6 + len(f.Type) + len(f.JSON())
+	}
+	rec := appendRecord(make([]byte, 0, n), num, frames)
+	lsn, err := j.wal.append(rec)
+	if err != nil {
+		return 0, err
+	}
+	if j.mode == SyncAlways {
+		if err := j.wal.syncTo(lsn); err != nil {
+			return 0, err
+		}
+	}
+	if j.wal.size() >= j.opts.CheckpointBytes {
+		select {
+		case j.kick <- struct{}{}:
+		default:
+		}
+	}
+	return lsn, nil
+}
+
+func (j *Journal) syncLoop() {
+	t := time.NewTicker(j.opts.SyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-j.stop:
+			return
+		case <-t.C:
+			if err := j.wal.sync(); err != nil && !errors.Is(err, ErrClosed) {
+				j.log_.Error("journal: sync", "err", err)
+			}
+		}
+	}
+}
+
+func (j *Journal) checkpointLoop() {
+	t := time.NewTicker(j.opts.CheckpointInterval)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-j.stop:
+			return
+		case <-t.C:
+		case <-j.kick:
+		}
+		err := j.Checkpoint()
+		switch {
+		case err != nil && !failing:
+			j.log_.Error("journal: checkpoint failed; the log keeps the events meanwhile", "err", err)
+			failing = true
+		case err == nil && failing:
+			j.log_.Info("journal: checkpoint succeeded again")
+			failing = false
+		}
+	}
+}
+
+// Checkpoint copies what the log holds into the database, applies
+// retention there and removes the log segments it covered. The journal runs
+// it in the background; tests call it to compact at once.
+func (j *Journal) Checkpoint() error {
+	j.ckptMu.Lock()
+	defer j.ckptMu.Unlock()
+	if j.wal.size() == 0 && !j.anyEvicted() {
+		return nil
+	}
+	seq, err := j.wal.rotate()
+	if err != nil {
+		return err
+	}
+	return j.checkpointThrough(seq)
+}
+
+// anyEvicted reports whether some bus retains less than the database holds.
+func (j *Journal) anyEvicted() bool {
+	for _, s := range j.storeList() {
+		s.mu.Lock()
+		dropped := s.win.earliest() != s.dbFirst && s.dbFirst != 0
+		s.mu.Unlock()
+		if dropped {
+			return true
+		}
+	}
+	return false
+}
+
+func (j *Journal) storeList() []*Store {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := make([]*Store, 0, len(j.stores))
+	for _, s := range j.stores {
+		out = append(out, s)
+	}
+	return out
+}
+
+// work is what a checkpoint writes for one bus.
+type work struct {
+	s        *Store
+	frames   []*bus.Frame
+	earliest uint64 // delete ids below it
+	lastID   uint64
+}
+
+// checkpointThrough writes every bus's new events and retention, then
+// removes segments up to seq. j.ckptMu must be held.
+func (j *Journal) checkpointThrough(seq uint64) error {
+	var works []work
+	for _, s := range j.storeList() {
+		s.mu.Lock()
+		if s.deleted {
+			s.mu.Unlock()
+			continue
+		}
+		w := work{s: s, lastID: s.lastID, earliest: s.win.earliest()}
+		if w.earliest == 0 {
+			w.earliest = s.lastID + 1
+		}
+		for id := max(s.ckptID+1, s.win.first); id <= s.lastID && s.win.n > 0; id++ {
+			w.frames = append(w.frames, s.win.at(int(id-s.win.first)).f)
+		}
+		s.mu.Unlock()
+		works = append(works, w)
+	}
+	var arena []byte
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		for _, w := range works {
+			m, err := getMeta(tx, w.s.num)
+			if err != nil {
+				return err
+			}
+			if m == nil {
+				continue // deleted meanwhile
+			}
+			b, err := tx.Bucket(bucketEvents).CreateBucketIfNotExists(idKey(w.s.num))
+			if err != nil {
+				return err
+			}
+			b.FillPercent = 0.95 // keys only grow
+			for _, f := range w.frames {
+				// bbolt keeps values until the commit: never reuse their bytes.
+				start := len(arena)
+				arena = appendValue(arena, f.Type, f.JSON())
+				if err := b.Put(idKey(f.ID), arena[start:len(arena):len(arena)]); err != nil {
+					return err
+				}
+			}
+			if err := deleteBelow(b, w.earliest); err != nil {
+				return err
+			}
+			if m.LastID != w.lastID {
+				m.LastID = w.lastID
+				if err := putMeta(tx, w.s.num, m); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return classify(err)
+	}
+	for _, w := range works {
+		w.s.mu.Lock()
+		w.s.ckptID = max(w.s.ckptID, w.lastID)
+		w.s.syncedID = max(w.s.syncedID, w.lastID)
+		w.s.dbFirst = w.earliest
+		w.s.mu.Unlock()
+	}
+	return j.wal.removeThrough(seq)
+}
+
+// deleteBelow deletes the keys of b below id.
+func deleteBelow(b *bolt.Bucket, id uint64) error {
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil && keyID(k) < id; k, _ = c.First() {
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Sessions returns the ids of the sessions the journal holds, sorted.
+func (j *Journal) Sessions() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var ids []string
+	for name := range j.names {
+		if name != "" {
+			ids = append(ids, name)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// OpenBus returns the store of session ("" for the global bus), its epoch
+// and the ring size it was created with (0: the daemon's default). A
+// session the journal does not hold is created, on a new epoch, with
+// ringSize; for one it holds, ringSize is ignored.
+func (j *Journal) OpenBus(session string, ringSize int) (bus.Store, string, int, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return nil, "", 0, ErrClosed
+	}
+	if num, ok := j.names[session]; ok {
+		m := j.metas[num]
+		return j.stores[num], m.Epoch, m.RingSize, nil
+	}
+	num := j.nextNum
+	m := &busMeta{Session: session, Global: session == "", Epoch: bus.NewEpoch(), RingSize: ringSize}
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		if err := putMeta(tx, num, m); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(keyNextNum, idKey(num+1))
+	})
+	if err != nil {
+		return nil, "", 0, classify(err)
+	}
+	j.nextNum++
+	s := j.addStoreLocked(num, m)
+	return s, m.Epoch, ringSize, nil
+}
+
+func (j *Journal) addStoreLocked(num uint64, m *busMeta) *Store {
+	s := &Store{j: j, num: num, session: m.Session, lastID: m.LastID, ckptID: m.LastID, syncedID: m.LastID,
+		maxLen: bus.DefaultRingSize, maxBytes: bus.DefaultRingMaxBytes}
+	j.stores[num], j.names[m.Session], j.metas[num] = s, num, m
+	return s
+}
+
+// Delete forgets session and deletes its events and settings. A session
+// the journal does not hold is no error.
+func (j *Journal) Delete(session string) error {
+	j.mu.Lock()
+	num, ok := j.names[session]
+	if !ok || session == "" || j.closed {
+		j.mu.Unlock()
+		return nil
+	}
+	s := j.stores[num]
+	delete(j.names, session)
+	delete(j.stores, num)
+	delete(j.metas, num)
+	j.mu.Unlock()
+	s.mu.Lock()
+	s.deleted = true
+	s.mu.Unlock()
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketBuses).Delete(idKey(num)); err != nil {
+			return err
+		}
+		err := tx.Bucket(bucketEvents).DeleteBucket(idKey(num))
+		if errors.Is(err, bolt.ErrBucketNotFound) {
+			err = nil
+		}
+		return err
+	})
+	return classify(err)
+}
+
+// Stats are the journal's figures.
+type Stats struct {
+	// BytesOnDisk is the size of the database and the log segments.
+	BytesOnDisk int64
+	// LogBytes is the size of the log not yet checkpointed.
+	LogBytes int64
+}
+
+// Stats returns the journal's figures.
+func (j *Journal) Stats() Stats {
+	var st Stats
+	ents, _ := os.ReadDir(j.dir)
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
+			st.BytesOnDisk += fi.Size()
+		}
+	}
+	st.LogBytes = j.wal.size()
+	return st
+}
+
+// Close stops the background work, checkpoints everything, removes the
+// log and writes the clean-shutdown mark. Appends fail with ErrClosed from
+// then on. Close is idempotent.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	if j.closed {
+		j.mu.Unlock()
+		return nil
+	}
+	j.closed = true
+	j.mu.Unlock()
+	close(j.stop)
+	j.wg.Wait()
+
+	j.ckptMu.Lock()
+	defer j.ckptMu.Unlock()
+	seq, err := j.wal.close()
+	if err == nil {
+		err = j.checkpointThrough(seq)
+	}
+	if err == nil {
+		err = j.db.Update(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketMeta).Put(keyClean, []byte{1})
+		})
+	}
+	if cerr := j.db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("journal: close: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,430 @@
+package journal
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/localbus/localbus/bus"
+	bolt "go.etcd.io/bbolt"
+)
+
+// The database: bucket meta (format, clean mark, sync mode of the last run,
+// next bus number), bucket buses (bus number → busMeta as JSON), bucket
+// events (bus number → a bucket of id → value).
+var (
+	bucketMeta   = []byte("meta")
+	bucketBuses  = []byte("buses")
+	bucketEvents = []byte("events")
+	keyFormat    = []byte("format")
+	keyClean     = []byte("clean")
+	keyMode      = []byte("mode")
+	keyNextNum   = []byte("next-bus")
+)
+
+const (
+	dbName = "journal.db"
+	format = "1"
+)
+
+// busMeta is a bus's settings in the database.
+type busMeta struct {
+	Session  string `json:"session,omitempty"`
+	Global   bool   `json:"global,omitempty"`
+	Epoch    string `json:"epoch"`
+	RingSize int    `json:"ringSize,omitempty"`
+	LastID   uint64 `json:"lastId"`
+}
+
+func getMeta(tx *bolt.Tx, num uint64) (*busMeta, error) {
+	v := tx.Bucket(bucketBuses).Get(idKey(num))
+	if v == nil {
+		return nil, nil
+	}
+	m := new(busMeta)
+	if err := json.Unmarshal(v, m); err != nil {
+		return nil, fmt.Errorf("journal: bus %d settings: %w", num, err)
+	}
+	return m, nil
+}
+
+func putMeta(tx *bolt.Tx, num uint64, m *busMeta) error {
+	v, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bucketBuses).Put(idKey(num), v)
+}
+
+func eventsBucket(tx *bolt.Tx, num uint64) *bolt.Bucket {
+	return tx.Bucket(bucketEvents).Bucket(idKey(num))
+}
+
+// recover opens the database, replays the log into it, checks every stored
+// event and builds the stores, then starts a new log segment.
+func (j *Journal) recover() error {
+	if err := j.openDB(); err != nil {
+		return err
+	}
+	var (
+		wasClean bool
+		lastMode string
+		fresh    bool
+	)
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		fresh = tx.Bucket(bucketMeta) == nil
+		for _, name := range [][]byte{bucketMeta, bucketBuses, bucketEvents} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		meta := tx.Bucket(bucketMeta)
+		if f := meta.Get(keyFormat); f != nil && string(f) != format {
+			return fmt.Errorf("journal: format %q, want %q", f, format)
+		}
+		wasClean = meta.Get(keyClean) != nil
+		lastMode = string(meta.Get(keyMode))
+		j.nextNum = keyID(meta.Get(keyNextNum))
+		if err := meta.Put(keyFormat, []byte(format)); err != nil {
+			return err
+		}
+		if err := meta.Delete(keyClean); err != nil {
+			return err
+		}
+		return meta.Put(keyMode, []byte(j.mode))
+	})
+	if err != nil {
+		return fmt.Errorf("journal: %w", classify(err))
+	}
+
+	metas := map[uint64]*busMeta{}
+	err = j.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketBuses).ForEach(func(k, v []byte) error {
+			m := new(busMeta)
+			if err := json.Unmarshal(v, m); err != nil {
+				return fmt.Errorf("journal: bus settings: %w", err)
+			}
+			metas[keyID(k)] = m
+			j.nextNum = max(j.nextNum, keyID(k)+1)
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+
+	reset := map[uint64]bool{}
+	nextSeq, corrupt, err := j.replay(metas, reset)
+	if err != nil {
+		return err
+	}
+	resetAll := corrupt || (!fresh && !wasClean && lastMode != SyncAlways)
+	if !fresh && !wasClean {
+		j.log_.Warn("journal: the last run did not stop cleanly", "sync", lastMode, "newEpochs", resetAll)
+	}
+
+	windows, err := j.scan(metas, reset)
+	if err != nil {
+		return err
+	}
+	err = j.db.Update(func(tx *bolt.Tx) error {
+		for num, m := range metas {
+			if resetAll || reset[num] {
+				m.Epoch = bus.NewEpoch()
+				if err := putMeta(tx, num, m); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("journal: %w", classify(err))
+	}
+	for num, m := range metas {
+		s := j.addStoreLocked(num, m)
+		s.win = windows[num]
+		s.dbFirst = s.win.earliest()
+	}
+
+	j.wal, err = openWAL(j.dir, nextSeq, j.opts.WrapFile, j.opts.OnSync, j.mode == SyncNever)
+	return err
+}
+
+// openDB opens the database; one that cannot be read is moved aside, with
+// the log, and a new one started.
+func (j *Journal) openDB() error {
+	path := filepath.Join(j.dir, dbName)
+	db, err := openBolt(path)
+	if err == nil {
+		j.db = db
+		return nil
+	}
+	if errors.Is(err, bolt.ErrTimeout) {
+		return fmt.Errorf("%w: %s", ErrLocked, j.dir)
+	}
+	if _, serr := os.Stat(path); serr != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	suffix := ".broken-" + time.Now().UTC().Format("20060102T150405")
+	j.log_.Error("journal: the database cannot be opened; starting a new one (every bus gets a new epoch)",
+		"err", err, "movedTo", dbName+suffix)
+	if rerr := os.Rename(path, path+suffix); rerr != nil {
+		return fmt.Errorf("journal: %w (and moving it aside: %v)", err, rerr)
+	}
+	seqs, _ := segments(j.dir)
+	for _, s := range seqs {
+		p := filepath.Join(j.dir, segmentName(s))
+		os.Rename(p, p+suffix)
+	}
+	db, err = openBolt(path)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	j.db = db
+	return nil
+}
+
+func openBolt(path string) (db *bolt.DB, err error) {
+	defer func() {
+		// bbolt panics on some damaged files; that is a database that
+		// cannot be opened, not a daemon that cannot start.
+		if r := recover(); r != nil {
+			if db != nil {
+				db.Close()
+			}
+			db, err = nil, fmt.Errorf("journal: damaged database: %v", r)
+		}
+	}()
+	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		return nil, err
+	}
+	err = db.View(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketMeta, bucketBuses, bucketEvents} {
+			tx.Bucket(name) // touches the root pages
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// replay applies the log segments over the database in one transaction,
+// cutting off a bad tail, then removes them. It returns the number for the
+// next segment and whether records were lost to corruption (not a torn
+// tail).
+func (j *Journal) replay(metas map[uint64]*busMeta, reset map[uint64]bool) (nextSeq uint64, corrupt bool, err error) {
+	seqs, err := segments(j.dir)
+	if err != nil {
+		return 0, false, fmt.Errorf("journal: %w", err)
+	}
+	if len(seqs) == 0 {
+		return 1, false, nil
+	}
+	nextSeq = seqs[len(seqs)-1] + 1
+	var (
+		applied, lastNum uint64
+		lastID           uint64
+		buf              []byte
+		touched          = map[uint64]bool{}
+	)
+	err = j.db.Update(func(tx *bolt.Tx) error {
+		for i, seq := range seqs {
+			path := filepath.Join(j.dir, segmentName(seq))
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			off := 0
+			for off < len(data) {
+				rec, n, err := readRecord(data[off:])
+				if err != nil {
+					torn := i == len(seqs)-1
+					corrupt = !torn
+					j.logDropped(metas, seq, off, data[off:], torn, len(seqs)-1-i, lastNum, lastID)
+					if err := os.Truncate(path, int64(off)); err != nil {
+						return err
+					}
+					return putMetas(tx, metas, touched)
+				}
+				m := metas[rec.num]
+				if m != nil {
+					if err := applyRecord(tx, rec, m, &buf, reset); err != nil {
+						return err
+					}
+					touched[rec.num] = true
+					applied += uint64(len(rec.events))
+					lastNum, lastID = rec.num, rec.firstID+uint64(len(rec.events))-1
+				}
+				off += n
+			}
+		}
+		return putMetas(tx, metas, touched)
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("journal: replaying the log: %w", classify(err))
+	}
+	if applied > 0 {
+		j.log_.Info("journal: replayed the log", "events", applied, "segments", len(seqs))
+	}
+	for _, seq := range seqs {
+		if err := os.Remove(filepath.Join(j.dir, segmentName(seq))); err != nil {
+			return 0, false, fmt.Errorf("journal: %w", err)
+		}
+	}
+	return nextSeq, corrupt, nil
+}
+
+// applyRecord writes a log record's events that the database lacks.
+// A record that does not follow the bus's last id means lost events: the
+// bus's older events are dropped, so what it retains stays contiguous, and
+// it is marked for a new epoch.
+func applyRecord(tx *bolt.Tx, rec record, m *busMeta, arena *[]byte, reset map[uint64]bool) error {
+	last := rec.firstID + uint64(len(rec.events)) - 1
+	if last <= m.LastID {
+		return nil // checkpointed already
+	}
+	b, err := tx.Bucket(bucketEvents).CreateBucketIfNotExists(idKey(rec.num))
+	if err != nil {
+		return err
+	}
+	b.FillPercent = 0.95
+	if rec.firstID > m.LastID+1 {
+		if err := deleteBelow(b, rec.firstID); err != nil {
+			return err
+		}
+		reset[rec.num] = true
+	}
+	for i, ev := range rec.events {
+		id := rec.firstID + uint64(i)
+		if id <= m.LastID {
+			continue
+		}
+		// bbolt keeps values until the commit: never reuse their bytes.
+		start := len(*arena)
+		*arena = appendValue(*arena, ev.typ, ev.env)
+		if err := b.Put(idKey(id), (*arena)[start:len(*arena):len(*arena)]); err != nil {
+			return err
+		}
+	}
+	m.LastID = last
+	return nil
+}
+
+func putMetas(tx *bolt.Tx, metas map[uint64]*busMeta, nums map[uint64]bool) error {
+	for num := range nums {
+		if err := putMeta(tx, num, metas[num]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// logDropped reports a bad record and what it held, as far as its header
+// can be read.
+func (j *Journal) logDropped(metas map[uint64]*busMeta, seq uint64, off int, rest []byte, torn bool, laterSegments int, lastNum, lastID uint64) {
+	args := []any{"segment", segmentName(seq), "offset", off, "bytesDropped", len(rest)}
+	if laterSegments > 0 {
+		args = append(args, "laterSegmentsDropped", laterSegments)
+	}
+	if len(rest) >= recHeaderLen+payloadHeadLen {
+		if r, err := decodePayload(rest[recHeaderLen:], false); err == nil {
+			if m := metas[r.num]; m != nil {
+				args = append(args, "droppedSession", sessionName(m), "droppedFirstId", r.firstID, "droppedCount", len(r.events))
+			}
+		}
+	}
+	if m := metas[lastNum]; m != nil && lastID != 0 {
+		args = append(args, "lastIntactSession", sessionName(m), "lastIntactId", lastID)
+	}
+	if torn {
+		j.log_.Warn("journal: cut off a torn record at the end of the log", args...)
+	} else {
+		j.log_.Error("journal: corrupt log record; dropped it and everything after it (every bus gets a new epoch)", args...)
+	}
+}
+
+func sessionName(m *busMeta) string {
+	if m.Global {
+		return "(global)"
+	}
+	return m.Session
+}
+
+// scan reads every bus's stored events, checking each checksum, and
+// returns the retained windows (sizes only; frames are read on demand). A
+// bus whose events are damaged or not contiguous up to its last id keeps
+// only the intact suffix, loses the rest on disk, and is marked in reset.
+func (j *Journal) scan(metas map[uint64]*busMeta, reset map[uint64]bool) (map[uint64]window, error) {
+	windows := make(map[uint64]window, len(metas))
+	drop := map[uint64]uint64{} // bus → delete ids up to this one
+	err := j.db.View(func(tx *bolt.Tx) error {
+		for num, m := range metas {
+			var w window
+			b := eventsBucket(tx, num)
+			if b == nil {
+				windows[num] = w
+				continue
+			}
+			var bad, badCount uint64
+			c := b.Cursor()
+			for k, v := c.First(); k != nil; k, v = c.Next() {
+				id := keyID(k)
+				typ, env, err := parseValue(v)
+				if err != nil || id == 0 || (w.n > 0 && id != w.first+uint64(w.n)) || id > m.LastID {
+					// Keep only what follows the damage.
+					bad, badCount = id, badCount+uint64(w.n)+1
+					w = window{}
+					if err == nil && id != 0 && id <= m.LastID {
+						bad, badCount = id-1, badCount-1
+						w.push(id, storedEntry(id, typ, env, v))
+					}
+					continue
+				}
+				w.push(id, storedEntry(id, typ, env, v))
+			}
+			if w.n > 0 && w.first+uint64(w.n)-1 != m.LastID {
+				// The newest events are missing: what is left would hide it.
+				bad, badCount = w.first+uint64(w.n)-1, badCount+uint64(w.n)
+				w = window{}
+			}
+			if bad != 0 {
+				drop[num] = bad
+				reset[num] = true
+				j.log_.Error("journal: dropped damaged stored events (the bus gets a new epoch)",
+					"session", sessionName(m), "throughId", bad, "dropped", badCount, "kept", w.n, "lastId", m.LastID)
+			}
+			windows[num] = w
+		}
+		return nil
+	})
+	if err != nil || len(drop) == 0 {
+		return windows, err
+	}
+	err = j.db.Update(func(tx *bolt.Tx) error {
+		for num, through := range drop {
+			if err := deleteBelow(eventsBucket(tx, num), through+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", classify(err))
+	}
+	return windows, nil
+}
+
+// storedEntry is the window entry of a stored event, its frame not read.
+func storedEntry(id uint64, typ, env, v []byte) entry {
+	// FrameSize only counts the type's length: pass it with the envelope's
+	// rather than convert typ to a string for each of a million events.
+	return entry{size: uint32(bus.FrameSize(id, "", len(typ)+len(env))), disk: uint32(8 + len(v))}
+}

@@ -1,0 +1,230 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/localbus/localbus/bus"
+	bolt "go.etcd.io/bbolt"
+)
+
+// A Store is one bus's journal: a bus.Store whose appends are logged before
+// they are retained. The bus calls its methods with the bus lock held; the
+// checkpointer and Figures may call in concurrently, so it locks too.
+type Store struct {
+	j       *Journal
+	num     uint64 // the bus's number in the database, never reused
+	session string // "" for the global bus
+
+	mu       sync.Mutex // guards the fields below; taken after Journal.mu, before the log's locks
+	win      window     // the retained events; frames restored at Open are nil until read
+	lastID   uint64
+	maxLen   int
+	maxBytes int64
+	ckptID   uint64 // last id copied into the database
+	dbFirst  uint64 // oldest id the database holds, as of the last checkpoint
+	lastLSN  uint64 // log offset past this bus's last record
+	syncedID uint64 // last id known durable
+	deleted  bool
+}
+
+// entry is one retained event: its frame (nil until read back from the
+// database), the frame's size and the size it takes in the database.
+type entry struct {
+	f    *bus.Frame
+	size uint32
+	disk uint32
+}
+
+// window is a double-ended queue of the retained events, ids consecutive
+// from first.
+type window struct {
+	buf   []entry
+	head  int
+	n     int
+	first uint64
+	bytes int64 // frame sizes
+	disk  int64 // database sizes
+}
+
+func (w *window) at(i int) *entry { return &w.buf[(w.head+i)%len(w.buf)] }
+
+func (w *window) push(id uint64, e entry) {
+	if w.n == len(w.buf) {
+		c := max(2*len(w.buf), 16)
+		nb := make([]entry, c)
+		for i := range w.n {
+			nb[i] = *w.at(i)
+		}
+		w.buf, w.head = nb, 0
+	}
+	if w.n == 0 {
+		w.first = id
+	}
+	*w.at(w.n) = e
+	w.n++
+	w.bytes += int64(e.size)
+	w.disk += int64(e.disk)
+}
+
+func (w *window) pop() {
+	e := w.at(0)
+	w.bytes -= int64(e.size)
+	w.disk -= int64(e.disk)
+	*e = entry{}
+	w.head = (w.head + 1) % len(w.buf)
+	w.n--
+	w.first++
+}
+
+// earliest is the oldest retained id, 0 when empty.
+func (w *window) earliest() uint64 {
+	if w.n == 0 {
+		return 0
+	}
+	return w.first
+}
+
+// Append implements bus.Store: it logs frames as one record, waits until
+// the record is durable with SyncAlways, then retains them. On error
+// (ErrDiskFull, ErrClosed, a failed sync) nothing is retained and nothing
+// of the record stays in the log.
+func (s *Store) Append(frames []*bus.Frame) error {
+	if len(frames) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.deleted {
+		return ErrClosed
+	}
+	if frames[0].ID != s.lastID+1 {
+		return fmt.Errorf("journal: append of id %d after %d", frames[0].ID, s.lastID)
+	}
+	lsn, err := s.j.log(s.num, frames)
+	if err != nil {
+		return err
+	}
+	for _, f := range frames {
+		s.win.push(f.ID, entry{f: f, size: uint32(f.Size()), disk: uint32(8 + valueLen(f.Type, len(f.JSON())))})
+	}
+	s.lastID = frames[len(frames)-1].ID
+	s.lastLSN = lsn
+	if s.j.mode == SyncAlways {
+		s.syncedID = s.lastID
+	}
+	s.evictLocked()
+	return nil
+}
+
+func (s *Store) evictLocked() {
+	for s.win.n > s.maxLen || (s.win.bytes > s.maxBytes && s.win.n > 1) {
+		s.win.pop()
+	}
+}
+
+// LastID implements bus.Store.
+func (s *Store) LastID() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastID
+}
+
+// Earliest implements bus.Store.
+func (s *Store) Earliest() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.win.earliest()
+}
+
+// Len implements bus.Store.
+func (s *Store) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.win.n
+}
+
+// Bytes implements bus.Store.
+func (s *Store) Bytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.win.bytes
+}
+
+// Scan implements bus.Store. Events restored at Open are read from the
+// database the first time a scan reaches them, then kept like the others.
+func (s *Store) Scan(from uint64, fn func(*bus.Frame) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.win.n == 0 {
+		return
+	}
+	start := 0
+	if from > s.win.first {
+		if from-s.win.first >= uint64(s.win.n) {
+			return
+		}
+		start = int(from - s.win.first)
+	}
+	if s.win.at(start).f == nil {
+		if err := s.loadLocked(start); err != nil {
+			s.j.log_.Error("journal: reading stored events", "session", s.session, "err", err)
+		}
+	}
+	for i := start; i < s.win.n; i++ {
+		f := s.win.at(i).f
+		if f == nil {
+			continue // unreadable; logged above
+		}
+		if !fn(f) {
+			return
+		}
+	}
+}
+
+// loadLocked reads the frames of the window from index i up to the first
+// one already in memory. s.mu must be held.
+func (s *Store) loadLocked(i int) error {
+	return s.j.db.View(func(tx *bolt.Tx) error {
+		b := eventsBucket(tx, s.num)
+		if b == nil {
+			return errors.New("journal: no events bucket")
+		}
+		c := b.Cursor()
+		id := s.win.first + uint64(i)
+		k, v := c.Seek(idKey(id))
+		for ; i < s.win.n && s.win.at(i).f == nil; i, id = i+1, id+1 {
+			if k == nil || keyID(k) != id {
+				return fmt.Errorf("journal: event %d missing", id)
+			}
+			typ, env, err := parseValue(v)
+			if err != nil {
+				return fmt.Errorf("journal: event %d: %w", id, err)
+			}
+			s.win.at(i).f = bus.NewFrame(id, string(typ), env)
+			k, v = c.Next()
+		}
+		return nil
+	})
+}
+
+// SetLimits implements bus.Store. Limits below 1 are raised to 1.
+func (s *Store) SetLimits(maxLen int, maxBytes int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.maxLen, s.maxBytes = max(maxLen, 1), max(maxBytes, 1)
+	s.evictLocked()
+}
+
+// Figures returns what the bus's retained events take in the journal
+// (database values and keys) and the last id known to be on stable
+// storage. Under load the latter may lag the true figure, never lead it.
+func (s *Store) Figures() (bytesOnDisk int64, lastSyncedID uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.j.wal.synced.Load() >= s.lastLSN {
+		s.syncedID = s.lastID
+	}
+	return s.win.disk, s.syncedID
+}
