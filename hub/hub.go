@@ -32,8 +32,33 @@ type Options struct {
 	MaxSessions int
 	// AutoCreate makes a publish to a missing session create it.
 	AutoCreate bool
-	// GlobalEpoch is the global bus's epoch; "" means a fresh one.
+	// GlobalEpoch is the global bus's epoch; "" means a fresh one. A
+	// Journal's epoch wins.
 	GlobalEpoch string
+	// Journal, if set, backs every bus with durable storage (package
+	// journal): New restores the sessions it holds, Create stores new ones,
+	// Delete deletes their data. nil keeps everything in memory.
+	Journal Journal
+}
+
+// A Journal stores buses durably; *journal.Journal implements it.
+type Journal interface {
+	// Sessions lists the ids of the sessions it holds.
+	Sessions() []string
+	// OpenBus returns the store, epoch and stored ring size (0: the
+	// default) of session, "" for the global bus, creating it with
+	// ringSize if it is not held.
+	OpenBus(session string, ringSize int) (st bus.Store, epoch string, storedRingSize int, err error)
+	// Delete deletes a session's data.
+	Delete(session string) error
+}
+
+// Durability are a durable bus's figures.
+type Durability struct {
+	// BytesOnDisk is what the bus's retained events take on disk.
+	BytesOnDisk int64
+	// LastSyncedID is the last id known to be on stable storage.
+	LastSyncedID uint64
 }
 
 // A Hub is the set of sessions and the global bus. All methods are safe for
@@ -58,6 +83,19 @@ type Session struct {
 	RingSize int
 
 	publishMu sync.Mutex // orders the session's events onto the global bus
+	store     bus.Store  // the bus's store when journaled, else nil
+}
+
+// Durability returns the session's durability figures; false when the
+// session is kept in memory only.
+func (s *Session) Durability() (Durability, bool) {
+	f, ok := s.store.(interface{ Figures() (int64, uint64) })
+	if !ok {
+		return Durability{}, false
+	}
+	var d Durability
+	d.BytesOnDisk, d.LastSyncedID = f.Figures()
+	return d, true
 }
 
 // New returns a hub with an empty set of sessions.
@@ -66,14 +104,31 @@ func New(opts Options) (*Hub, error) {
 		opts.MaxSessions = DefaultMaxSessions
 	}
 	l := opts.Limits
-	g, err := bus.New(bus.Options{
+	gopts := bus.Options{
 		Epoch: opts.GlobalEpoch, RingSize: l.RingSize, RingMaxBytes: l.RingMaxBytes,
 		MaxQueued: l.MaxQueued, MaxQueuedBytes: l.MaxQueuedBytes, MaxSubscribers: l.MaxSubscribers,
-	})
+	}
+	if j := opts.Journal; j != nil {
+		st, epoch, _, err := j.OpenBus("", 0)
+		if err != nil {
+			return nil, err
+		}
+		gopts.Store, gopts.Epoch = st, epoch
+	}
+	g, err := bus.New(gopts)
 	if err != nil {
 		return nil, err
 	}
-	return &Hub{global: g, opts: opts, sessions: make(map[string]*Session)}, nil
+	h := &Hub{global: g, opts: opts, sessions: make(map[string]*Session)}
+	if opts.Journal != nil {
+		// Restored sessions are not announced: they were opened before.
+		for _, id := range opts.Journal.Sessions() {
+			if _, err := h.createLocked(id, 0, true); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return h, nil
 }
 
 // Global returns the global bus.
@@ -117,7 +172,7 @@ func (h *Hub) Create(id string, ringSize int) (*Session, error) {
 		return nil, &bus.InputError{Field: "ringSize", Reason: "want 1 to 1000000"}
 	}
 	h.mu.Lock()
-	s, err := h.createLocked(id, ringSize)
+	s, err := h.createLocked(id, ringSize, false)
 	h.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -126,15 +181,25 @@ func (h *Hub) Create(id string, ringSize int) (*Session, error) {
 	return s, nil
 }
 
-func (h *Hub) createLocked(id string, ringSize int) (*Session, error) {
+// createLocked makes session id; restore is for a session the journal
+// holds, which the session limit does not refuse. h.mu must be held.
+func (h *Hub) createLocked(id string, ringSize int, restore bool) (*Session, error) {
 	if h.closed {
 		return nil, ErrClosed
 	}
 	if _, ok := h.sessions[id]; ok {
 		return nil, ErrExists
 	}
-	if len(h.sessions) >= h.opts.MaxSessions {
+	if len(h.sessions) >= h.opts.MaxSessions && !restore {
 		return nil, ErrSessionLimit
+	}
+	var st bus.Store
+	epoch := ""
+	if j := h.opts.Journal; j != nil {
+		var err error
+		if st, epoch, ringSize, err = j.OpenBus(id, ringSize); err != nil {
+			return nil, err
+		}
 	}
 	l := h.opts.Limits
 	if ringSize > 0 {
@@ -143,17 +208,23 @@ func (h *Hub) createLocked(id string, ringSize int) (*Session, error) {
 	b, err := bus.New(bus.Options{
 		Session: id, RingSize: l.RingSize, RingMaxBytes: l.RingMaxBytes,
 		MaxQueued: l.MaxQueued, MaxQueuedBytes: l.MaxQueuedBytes, MaxSubscribers: l.MaxSubscribers,
+		Store: st, Epoch: epoch,
 	})
 	if err != nil {
+		if st != nil && !restore {
+			h.opts.Journal.Delete(id)
+		}
 		return nil, err
 	}
-	s := &Session{ID: id, Bus: b, RingSize: ringSize}
+	s := &Session{ID: id, Bus: b, RingSize: ringSize, store: st}
 	h.sessions[id] = s
 	return s, nil
 }
 
 // Delete closes a session's bus (its streams get stream:closed with reason
-// session_deleted) and forgets it. It returns ErrNotFound for an unknown id.
+// session_deleted), forgets it and deletes its journal data. It returns
+// ErrNotFound for an unknown id, or the journal's error (the session is
+// gone from the hub all the same).
 func (h *Hub) Delete(id string) error {
 	h.mu.Lock()
 	s, ok := h.sessions[id]
@@ -167,8 +238,12 @@ func (h *Hub) Delete(id string) error {
 	h.mu.Lock()
 	addCounters(&h.retired, &st)
 	h.mu.Unlock()
+	var err error
+	if j := h.opts.Journal; j != nil {
+		err = j.Delete(id)
+	}
 	h.announce("localbus:session-closed", id)
-	return nil
+	return err
 }
 
 // Totals are the figures of every session's bus added up, and the global
@@ -277,7 +352,7 @@ func (h *Hub) open(id string, events []bus.Event) (*Session, error) {
 		h.mu.Unlock()
 		return s, nil
 	}
-	s, err := h.createLocked(id, 0)
+	s, err := h.createLocked(id, 0, false)
 	h.mu.Unlock()
 	if err != nil {
 		return nil, err
