@@ -8,6 +8,7 @@ import (
 
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/hub"
+	"github.com/localbus/localbus/journal"
 )
 
 // Error is an HTTP error with the JSON body of SPEC §6:
@@ -53,7 +54,9 @@ func asError(err error) *Error {
 		return errorf(http.StatusTooManyRequests, "session_limit", "the daemon's session limit is reached")
 	case errors.Is(err, bus.ErrSubscriberLimit):
 		return errorf(http.StatusTooManyRequests, "subscriber_limit", "the subscriber limit is reached")
-	case errors.Is(err, hub.ErrClosed):
+	case errors.Is(err, journal.ErrDiskFull):
+		return errorf(http.StatusInsufficientStorage, "disk_full", "the journal's disk is full; nothing was published")
+	case errors.Is(err, hub.ErrClosed), errors.Is(err, journal.ErrClosed):
 		return errorf(http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down")
 	}
 	var mbe *http.MaxBytesError

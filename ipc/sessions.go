@@ -18,6 +18,16 @@ type SessionInfo struct {
 	EarliestID  *uint64  `json:"earliestId"`
 	Subscribers int      `json:"subscribers"`
 	Ring        RingInfo `json:"ring"`
+	// Durability is present when the session is journaled.
+	Durability *DurabilityInfo `json:"durability,omitempty"`
+}
+
+// DurabilityInfo is a journaled session's figures.
+type DurabilityInfo struct {
+	// BytesOnDisk is what the session's retained events take on disk.
+	BytesOnDisk int64 `json:"bytesOnDisk"`
+	// LastSyncedID is the last id known to be on stable storage.
+	LastSyncedID uint64 `json:"lastSyncedId"`
 }
 
 // RingInfo is a session's replay ring occupancy and limits.
@@ -42,6 +52,9 @@ func sessionInfo(s *hub.Session) SessionInfo {
 	if st.EarliestID != 0 {
 		e := st.EarliestID
 		info.EarliestID = &e
+	}
+	if d, ok := s.Durability(); ok {
+		info.Durability = &DurabilityInfo{BytesOnDisk: d.BytesOnDisk, LastSyncedID: d.LastSyncedID}
 	}
 	return info
 }
