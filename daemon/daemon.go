@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/hub"
 	"github.com/localbus/localbus/ipc"
+	"github.com/localbus/localbus/journal"
 	"github.com/localbus/localbus/systemd"
 )
 
@@ -40,6 +42,7 @@ type Daemon struct {
 	log      *slog.Logger
 	level    *slog.LevelVar
 	hub      *hub.Hub
+	journal  *journal.Journal // nil with durability "memory"
 	handler  *ipc.Handler
 	notifier *systemd.Notifier
 	server   *http.Server
@@ -68,6 +71,7 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 	}
 	listeners, cleanup, err := d.listen()
 	if err != nil {
+		d.closeJournal()
 		return err
 	}
 	defer cleanup()
@@ -85,8 +89,17 @@ func newDaemon(cfg Config, opts Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := hub.New(hubOptions(cfg))
+	ho := hubOptions(cfg)
+	if cfg.Durability == DurabilityDisk {
+		j, err := openJournal(cfg, d.log)
+		if err != nil {
+			return nil, err
+		}
+		d.journal, ho.Journal = j, j
+	}
+	h, err := hub.New(ho)
 	if err != nil {
+		d.closeJournal()
 		return nil, err
 	}
 	d.hub = h
@@ -100,6 +113,32 @@ func newDaemon(cfg Config, opts Options) (*Daemon, error) {
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelDebug),
 	}
 	return d, nil
+}
+
+// openJournal opens the journal in cfg.StateDir (SPEC §11), creating the
+// directory 0700.
+func openJournal(cfg Config, log *slog.Logger) (*journal.Journal, error) {
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("state_dir: %w", err)
+	}
+	j, err := journal.Open(journal.Options{
+		Dir: filepath.Join(cfg.StateDir, "journal"), Sync: cfg.Fsync, SyncInterval: cfg.FsyncInterval, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("journal open", "dir", cfg.StateDir, "fsync", cfg.Fsync, "sessions", len(j.Sessions()))
+	return j, nil
+}
+
+// closeJournal checkpoints the journal and marks a clean shutdown.
+func (d *Daemon) closeJournal() {
+	if d.journal == nil {
+		return
+	}
+	if err := d.journal.Close(); err != nil {
+		d.log.Error("closing the journal", "err", err)
+	}
 }
 
 func hubOptions(cfg Config) hub.Options {
@@ -307,6 +346,7 @@ wait:
 		d.server.Close()
 	}
 	d.hub.Close()
+	d.closeJournal()
 }
 
 // notifyStatus tells the service manager what the daemon holds, if that
