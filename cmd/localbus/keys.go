@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -217,6 +218,8 @@ func reloadAfterChange(c *cli.Context) {
 	w := c.App.ErrWriter
 	status, msg, err := requestReload(c.Context, socket, c.String("key"))
 	switch {
+	case errors.Is(err, syscall.EACCES):
+		fmt.Fprintf(w, "warning: no permission to connect to %s; if a daemon runs there, the change applies at its next reload or start\n", socket)
 	case err != nil:
 		fmt.Fprintf(w, "no daemon answered on %s; the change applies when the daemon next starts (or reloads)\n", socket)
 	case status == http.StatusOK:

@@ -23,8 +23,13 @@ import (
 )
 
 // TestMain checks for leaked goroutines and removes the daemon binary that
-// the reload tests build.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(cleanupM{m}) }
+// the reload tests build. The connection variables of the developer's shell
+// would change what the commands under test do.
+func TestMain(m *testing.M) {
+	os.Unsetenv("LOCALBUS_SOCKET")
+	os.Unsetenv("LOCALBUS_KEY")
+	goleak.VerifyTestMain(cleanupM{m})
+}
 
 type cleanupM struct{ m *testing.M }
 
