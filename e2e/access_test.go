@@ -471,3 +471,33 @@ func TestTCPListenerIsLoopbackOnlyUnlessAllowRemote(t *testing.T) {
 		t.Errorf("the refusal does not name allow_remote:\n%s", log)
 	}
 }
+
+func TestAKeysFileOthersCanReadIsRefused(t *testing.T) {
+	d := start(t, setup{tcp: true})
+	keysFile := filepath.Join(d.Dir, "keys.json")
+	if err := os.Chmod(keysFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// A reload keeps the running keys and says why it refused.
+	r := do(t, d.client(false), d.url(false, "/api/v1/reload"), request{method: "POST"})
+	if r.status != http.StatusBadRequest || !strings.Contains(r.body, "0644") {
+		t.Errorf("reload with a 0644 keys file = %d %s, want 400 naming the mode", r.status, r.body)
+	}
+	if r := do(t, d.client(true), d.url(true, "/api/v1/sessions"), request{header: bearer(d.keys.read)}); r.status != s200 {
+		t.Errorf("the read key after a refused reload = %d %s, want 200", r.status, r.body)
+	}
+
+	// A daemon does not start on it.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "config.toml"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	second := lbtest.Start(t, lbtest.Options{Dir: dir, NoWait: true, Args: []string{"--keys-file", keysFile}})
+	if err := second.Wait(t, wait); err == nil {
+		t.Fatal("the daemon started with a keys file others can read")
+	}
+	if log := second.Stderr(); !strings.Contains(log, "0644") {
+		t.Errorf("the refusal does not name the mode:\n%s", log)
+	}
+}
