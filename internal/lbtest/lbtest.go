@@ -115,6 +115,10 @@ type Options struct {
 	Wrapper []string
 	// NoWait skips waiting for the daemon to answer /healthz.
 	NoWait bool
+	// Durable leaves out "--durability memory" and passes
+	// "--state-dir DIR/state", so the daemon keeps its journal there: a
+	// daemon started again on the same Dir restores it.
+	Durable bool
 }
 
 // scrubbed are the environment variables the daemon does not inherit from
@@ -137,7 +141,8 @@ func environ(extra []string) []string {
 }
 
 // Start runs "localbus serve --socket SOCKET --config DIR/config.toml
-// --durability memory" plus opts.Args and waits until it answers. The
+// --durability memory" (see Options.Durable) plus opts.Args and waits
+// until it answers. The
 // daemon is stopped (SIGTERM, then SIGKILL after 10 s) when the test ends;
 // the test then fails if the daemon reported a data race.
 func Start(t testing.TB, opts Options) *Daemon {
@@ -161,7 +166,12 @@ func Start(t testing.TB, opts Options) *Daemon {
 	if !opts.NoSocket {
 		args = append(args, "--socket", d.Socket)
 	}
-	args = append(args, "--config", d.Config, "--durability", "memory")
+	args = append(args, "--config", d.Config)
+	if opts.Durable {
+		args = append(args, "--state-dir", filepath.Join(dir, "state"))
+	} else {
+		args = append(args, "--durability", "memory")
+	}
 	args = append(args, opts.Args...)
 	d.Cmd = exec.Command(args[0], args[1:]...)
 	d.Cmd.Env = environ(opts.Env)
@@ -314,6 +324,18 @@ func (d *Daemon) Stop(t testing.TB) {
 	case <-time.After(10 * time.Second):
 		d.Cmd.Process.Kill()
 		<-d.done
+	}
+}
+
+// Kill kills the daemon with SIGKILL, as a crash would, and waits up to
+// 10 s for it to be gone.
+func (d *Daemon) Kill(t testing.TB) {
+	t.Helper()
+	d.Cmd.Process.Kill()
+	select {
+	case <-d.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("daemon still running 10s after SIGKILL")
 	}
 }
 
