@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -397,9 +398,9 @@ func TestSocketModeAndGroupDecideWhoCanConnect(t *testing.T) {
 		// can says, by uid (gid the same), whether a connect succeeds.
 		can map[int]bool
 	}{
-		{"default mode, group nogroup", "socket_group = \"65534\"\n", 0o660, otherUID,
+		{"default mode, group by id", "socket_group = \"65534\"\n", 0o660, otherUID,
 			map[int]bool{otherUID: true, strangerUID: false}},
-		{"group by name", "socket_group = \"nogroup\"\n", 0o660, otherUID,
+		{"group by name", "socket_group = \"" + groupName(t, otherUID) + "\"\n", 0o660, otherUID,
 			map[int]bool{otherUID: true, strangerUID: false}},
 		{"owner only", "socket_mode = \"0600\"\nsocket_group = \"65534\"\n", 0o600, otherUID,
 			map[int]bool{otherUID: false, strangerUID: false}},
@@ -500,4 +501,14 @@ func TestAKeysFileOthersCanReadIsRefused(t *testing.T) {
 	if log := second.Stderr(); !strings.Contains(log, "0644") {
 		t.Errorf("the refusal does not name the mode:\n%s", log)
 	}
+}
+
+// groupName returns the name of the group gid (nogroup on Debian).
+func groupName(t *testing.T, gid int) string {
+	t.Helper()
+	g, err := user.LookupGroupId(strconv.Itoa(gid))
+	if err != nil {
+		t.Fatalf("group %d: %v", gid, err)
+	}
+	return g.Name
 }
