@@ -1,0 +1,289 @@
+package journal
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/localbus/localbus/bus"
+	bolt "go.etcd.io/bbolt"
+)
+
+// faultFile injects faults into a log segment.
+type faultFile struct {
+	File
+	full  *atomic.Bool  // writes store half their bytes, then fail with ENOSPC
+	delay time.Duration // each sync takes this long, like a slow disk
+}
+
+func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
+	if f.full != nil && f.full.Load() {
+		n, _ := f.File.WriteAt(p[:len(p)/2], off)
+		return n, syscall.ENOSPC
+	}
+	return f.File.WriteAt(p, off)
+}
+
+func (f *faultFile) Sync() error {
+	if f.delay > 0 {
+		time.Sleep(f.delay) // simulated device latency, not synchronisation
+	}
+	return f.File.Sync()
+}
+
+func TestDiskFullRefusesTheAppendAndLeavesNothingHalfWritten(t *testing.T) {
+	dir := t.TempDir()
+	var full atomic.Bool
+	j, lb := open(t, dir, Options{WrapFile: func(f File) File { return &faultFile{File: f, full: &full} }})
+	b := newBus(t, j, "s", 0, 0)
+	publish(t, b, events(0, 3, 100)...)
+
+	full.Store(true)
+	_, _, err := b.Publish(events(3, 5, 100)...)
+	if !errors.Is(err, ErrDiskFull) || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Publish on a full disk = %v, want ErrDiskFull wrapping ENOSPC", err)
+	}
+	if b.LastID() != 3 || b.Stats().RingLen != 3 {
+		t.Errorf("after a refused publish: lastId %d, ring %d; want 3, 3", b.LastID(), b.Stats().RingLen)
+	}
+	segs := segmentsIn(t, dir)
+	size := fileSize(t, segs[len(segs)-1])
+
+	full.Store(false)
+	if first, _ := publish(t, b, events(3, 1, 100)...); first != 4 {
+		t.Errorf("first id after the disk has room = %d, want 4", first)
+	}
+	if after := fileSize(t, segs[len(segs)-1]); after <= size {
+		t.Errorf("log did not grow after the disk had room: %d, then %d", size, after)
+	}
+	j.crash()
+
+	j2, lb2 := open(t, dir, Options{})
+	st, _, _, _ := j2.OpenBus("s", 0)
+	if diff := cmp.Diff(span(1, 4), ids(retained(st))); diff != "" {
+		t.Errorf("events after a refused publish and a crash (-want +got):\n%s", diff)
+	}
+	if log := lb.String() + lb2.String(); strings.Contains(log, "torn") || strings.Contains(log, "corrupt") {
+		t.Errorf("the refused publish left a damaged record:\n%s", log)
+	}
+}
+
+func TestGroupCommitSharesSyncsAcrossBuses(t *testing.T) {
+	dir := t.TempDir()
+	var syncs atomic.Int64
+	j, _ := open(t, dir, Options{
+		OnSync:   func() { syncs.Add(1) },
+		WrapFile: func(f File) File { return &faultFile{File: f, delay: 2 * time.Millisecond} },
+	})
+	const writers, batches = 8, 25
+	buses := make([]*bus.Bus, writers)
+	for i := range buses {
+		buses[i] = newBus(t, j, "s"+string(rune('a'+i)), 0, 0)
+	}
+	syncs.Store(0)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for _, b := range buses {
+		wg.Go(func() {
+			<-start
+			for k := range batches {
+				if _, _, err := b.Publish(events(k, 10, 100)...); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	appends := int64(writers * batches)
+	if got := syncs.Load(); got > appends/2 {
+		t.Errorf("%d syncs for %d concurrent appends, want at most %d (shared)", got, appends, appends/2)
+	} else {
+		t.Logf("%d syncs for %d appends", got, appends)
+	}
+	// Each Append returned after its record was durable.
+	for _, b := range buses {
+		if b.LastID() != batches*10 {
+			t.Errorf("bus %s: lastId %d, want %d", b.Session(), b.LastID(), batches*10)
+		}
+	}
+}
+
+func TestEverySyncModeSyncsAsDocumented(t *testing.T) {
+	tests := []struct {
+		mode      string
+		wantSyncs func(n int64) bool
+	}{
+		{SyncAlways, func(n int64) bool { return n >= 5 }},
+		{SyncInterval, func(n int64) bool { return n >= 1 }},
+		{SyncNever, func(n int64) bool { return n == 0 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			var syncs atomic.Int64
+			j, _ := open(t, t.TempDir(), Options{Sync: tt.mode, SyncInterval: time.Millisecond, OnSync: func() { syncs.Add(1) }})
+			b := newBus(t, j, "s", 0, 0)
+			for i := range 5 {
+				publish(t, b, events(i, 1, 10)...)
+			}
+			st, _, _, _ := j.OpenBus("s", 0)
+			if tt.mode == SyncInterval {
+				waitFor(t, func() bool { _, id := st.(*Store).Figures(); return id == 5 })
+			}
+			if got := syncs.Load(); !tt.wantSyncs(got) {
+				t.Errorf("%d syncs for 5 appends", got)
+			}
+		})
+	}
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t testing.TB, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met after 10s")
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval
+	}
+}
+
+func TestRetentionBoundsWhatIsOnDisk(t *testing.T) {
+	tests := []struct {
+		name     string
+		ringSize int
+		maxBytes int64
+	}{
+		{"by count", 50, 64 << 20},
+		{"by bytes", 8000, 20_000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			j, _ := open(t, dir, Options{})
+			b := newBus(t, j, "s", tt.ringSize, tt.maxBytes)
+			var sizes []int64
+			for round := range 6 {
+				for i := range 20 {
+					publish(t, b, events(round*100+i*5, 5, 300)...)
+				}
+				if err := j.Checkpoint(); err != nil {
+					t.Fatal(err)
+				}
+				count, bytes := onDisk(t, j, "s")
+				st := b.Stats()
+				if count != st.RingLen || count > tt.ringSize || bytes > tt.maxBytes {
+					t.Errorf("round %d: %d events, %d bytes on disk; ring %d events; limits %d, %d",
+						round, count, bytes, st.RingLen, tt.ringSize, tt.maxBytes)
+				}
+				sizes = append(sizes, fileSize(t, dir+"/"+dbName))
+			}
+			// Freed pages are reused: the file stops growing.
+			if sizes[len(sizes)-1] > sizes[1] {
+				t.Errorf("database grows with retention in force: %v", sizes)
+			}
+		})
+	}
+}
+
+// onDisk counts a bus's events in the database and adds up their frames'
+// sizes.
+func onDisk(t testing.TB, j *Journal, session string) (count int, bytes int64) {
+	t.Helper()
+	j.mu.Lock()
+	num := j.names[session]
+	j.mu.Unlock()
+	err := j.db.View(func(tx *bolt.Tx) error {
+		return eventsBucket(tx, num).ForEach(func(k, v []byte) error {
+			typ, env, err := parseValue(v)
+			if err != nil {
+				return err
+			}
+			count++
+			bytes += int64(bus.FrameSize(keyID(k), string(typ), len(env)))
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return count, bytes
+}
+
+func TestFiguresReportDiskBytesAndLastSyncedID(t *testing.T) {
+	j, _ := open(t, t.TempDir(), Options{Sync: SyncNever})
+	b := newBus(t, j, "s", 0, 0)
+	publish(t, b, events(0, 4, 100)...)
+	st, _, _, _ := j.OpenBus("s", 0)
+	bytes, synced := st.(*Store).Figures()
+	if bytes <= 0 || synced != 0 {
+		t.Errorf("before any sync: Figures() = %d, %d; want > 0, 0", bytes, synced)
+	}
+	if err := j.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := onDisk(t, j, "s")
+	if _, synced = st.(*Store).Figures(); synced != 4 || n != 4 {
+		t.Errorf("after a checkpoint: lastSyncedId %d, %d events on disk; want 4, 4", synced, n)
+	}
+}
+
+func TestConcurrentAppendsScansAndCheckpoints(t *testing.T) {
+	dir := t.TempDir()
+	j, _ := open(t, dir, Options{Sync: SyncInterval, SyncInterval: time.Millisecond, CheckpointBytes: 4 << 10})
+	buses := []*bus.Bus{newBus(t, j, "", 100, 0), newBus(t, j, "a", 100, 0), newBus(t, j, "b", 30, 5000)}
+	var wg sync.WaitGroup
+	for _, b := range buses {
+		wg.Go(func() {
+			for i := range 200 {
+				if _, _, err := b.Publish(events(i, 1+i%3, 150)...); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+		wg.Go(func() {
+			for range 50 {
+				s, err := b.Subscribe(t.Context(), bus.SubscribeOptions{Cursor: new(uint64)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				s.Close()
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 20 {
+			if err := j.Checkpoint(); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	wg.Wait()
+	want := map[string]uint64{}
+	for _, b := range buses {
+		want[b.Session()] = b.LastID()
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if segs := segmentsIn(t, dir); len(segs) != 0 {
+		t.Errorf("log segments left after Close: %v", segs)
+	}
+	j2, _ := open(t, dir, Options{})
+	for name, last := range want {
+		st, _, _, _ := j2.OpenBus(name, 0)
+		got := ids(retained(st))
+		if len(got) == 0 || got[len(got)-1] != last || st.LastID() != last {
+			t.Errorf("bus %q: restored ids end at %v, lastId %d; want %d", name, got[max(len(got)-1, 0):], st.LastID(), last)
+		}
+	}
+}

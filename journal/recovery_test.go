@@ -1,0 +1,223 @@
+package journal
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	bolt "go.etcd.io/bbolt"
+)
+
+func TestEpochAfterRestart(t *testing.T) {
+	tests := []struct {
+		name      string
+		mode      string
+		crash     bool
+		keepEpoch bool
+	}{
+		{"clean stop, always", SyncAlways, false, true},
+		{"clean stop, interval", SyncInterval, false, true},
+		{"clean stop, never", SyncNever, false, true},
+		{"crash, always", SyncAlways, true, true},
+		{"crash, interval", SyncInterval, true, false},
+		{"crash, never", SyncNever, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			j, _ := open(t, dir, Options{Sync: tt.mode})
+			g := newBus(t, j, "", 0, 0)
+			s := newBus(t, j, "s", 0, 0)
+			publish(t, s, events(0, 3, 50)...)
+			publish(t, g, events(0, 3, 50)...)
+			epochs := []string{g.Epoch(), s.Epoch()}
+			if tt.crash {
+				j.crash()
+			} else if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
+			j2, lb := open(t, dir, Options{Sync: SyncAlways})
+			for i, name := range []string{"", "s"} {
+				st, epoch, _, err := j2.OpenBus(name, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if kept := epoch == epochs[i]; kept != tt.keepEpoch {
+					t.Errorf("bus %q: epoch kept = %v, want %v", name, kept, tt.keepEpoch)
+				}
+				// A process crash loses nothing written, whatever the mode.
+				if diff := cmp.Diff(span(1, 3), ids(retained(st))); diff != "" {
+					t.Errorf("bus %q events (-want +got):\n%s", name, diff)
+				}
+			}
+			if unclean := strings.Contains(lb.String(), "did not stop cleanly"); unclean != tt.crash {
+				t.Errorf("logged an unclean stop = %v, want %v:\n%s", unclean, tt.crash, lb)
+			}
+		})
+	}
+}
+
+func TestTornTailIsCutAndLogged(t *testing.T) {
+	dir := t.TempDir()
+	j, _ := open(t, dir, Options{})
+	b := newBus(t, j, "s", 0, 0)
+	for i := range 5 {
+		publish(t, b, events(i*2, 2, 100)...) // five records, ids 1 to 10
+	}
+	epoch := b.Epoch()
+	j.crash()
+	segs := segmentsIn(t, dir)
+	last := segs[len(segs)-1]
+	size := fileSize(t, last)
+	if err := os.Truncate(last, size-50); err != nil { // inside the last record
+		t.Fatal(err)
+	}
+
+	j2, lb := open(t, dir, Options{})
+	st, epoch2, _, _ := j2.OpenBus("s", 0)
+	if diff := cmp.Diff(span(1, 8), ids(retained(st))); diff != "" {
+		t.Errorf("events after a torn tail (-want +got):\n%s", diff)
+	}
+	if st.LastID() != 8 {
+		t.Errorf("LastID() = %d, want 8: the torn batch was never acknowledged", st.LastID())
+	}
+	if epoch2 != epoch {
+		t.Errorf("epoch changed after a torn tail with fsync always: %q, want %q", epoch2, epoch)
+	}
+	log := lb.String()
+	for _, want := range []string{"torn record", "droppedSession=s", "droppedFirstId=9", "droppedCount=2", "lastIntactId=8"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+	// The journal works on: the next id is 9.
+	b2 := newBus(t, j2, "s", 0, 0)
+	if first, _ := publish(t, b2, events(0, 1, 10)...); first != 9 {
+		t.Errorf("next id = %d, want 9", first)
+	}
+}
+
+func TestCorruptLogRecordDropsTheRestWithNewEpochs(t *testing.T) {
+	dir := t.TempDir()
+	j, _ := open(t, dir, Options{})
+	b := newBus(t, j, "s", 0, 0)
+	publish(t, b, events(0, 2, 100)...) // segment 1: ids 1-2, then 3-4
+	publish(t, b, events(2, 2, 100)...)
+	if _, err := j.wal.rotate(); err != nil { // segment 2: ids 5-6
+		t.Fatal(err)
+	}
+	publish(t, b, events(4, 2, 100)...)
+	epoch := b.Epoch()
+	j.crash()
+	segs := segmentsIn(t, dir)
+	if len(segs) != 2 {
+		t.Fatalf("%d segments, want 2", len(segs))
+	}
+	data, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)-30] ^= 0xff // in the second record of the first segment
+	if err := os.WriteFile(segs[0], data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	j2, lb := open(t, dir, Options{})
+	st, epoch2, _, _ := j2.OpenBus("s", 0)
+	if diff := cmp.Diff(span(1, 2), ids(retained(st))); diff != "" {
+		t.Errorf("events after a corrupt record (-want +got):\n%s", diff)
+	}
+	if epoch2 == epoch {
+		t.Errorf("epoch kept after acknowledged events were lost")
+	}
+	if log := lb.String(); !strings.Contains(log, "corrupt log record") || !strings.Contains(log, "laterSegmentsDropped=1") {
+		t.Errorf("log does not report the corruption:\n%s", log)
+	}
+}
+
+func TestCorruptStoredEventDropsItAndOlderOnes(t *testing.T) {
+	dir := t.TempDir()
+	j, _ := open(t, dir, Options{})
+	b := newBus(t, j, "s", 0, 0)
+	other := newBus(t, j, "other", 0, 0)
+	publish(t, b, events(0, 10, 100)...)
+	publish(t, other, events(0, 3, 100)...)
+	epoch, otherEpoch := b.Epoch(), other.Epoch()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Flip a byte of event 4's value, as bit rot would.
+	db, err := bolt.Open(dir+"/"+dbName, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		num := uint64(0) // the first bus created
+		bk := eventsBucket(tx, num)
+		v := append([]byte(nil), bk.Get(idKey(4))...)
+		v[len(v)-3] ^= 0x01
+		return bk.Put(idKey(4), v)
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	j2, lb := open(t, dir, Options{})
+	st, epoch2, _, _ := j2.OpenBus("s", 0)
+	if diff := cmp.Diff(span(5, 10), ids(retained(st))); diff != "" {
+		t.Errorf("events after a corrupt stored event (-want +got):\n%s", diff)
+	}
+	if st.LastID() != 10 || epoch2 == epoch {
+		t.Errorf("LastID() = %d, epoch changed = %v; want 10, true", st.LastID(), epoch2 != epoch)
+	}
+	ost, oepoch, _, _ := j2.OpenBus("other", 0)
+	if len(retained(ost)) != 3 || oepoch != otherEpoch {
+		t.Errorf("an intact bus lost events or its epoch")
+	}
+	if log := lb.String(); !strings.Contains(log, "dropped damaged stored events") || !strings.Contains(log, "throughId=4") {
+		t.Errorf("log does not report the damage:\n%s", log)
+	}
+	j2.Close()
+	// The damage is gone from disk: a third open finds nothing to report.
+	_, lb3 := open(t, dir, Options{})
+	if strings.Contains(lb3.String(), "damaged") {
+		t.Errorf("damage reported again:\n%s", lb3)
+	}
+}
+
+func TestUnreadableDatabaseIsMovedAsideAndTheJournalStartsOver(t *testing.T) {
+	dir := t.TempDir()
+	j, _ := open(t, dir, Options{})
+	publish(t, newBus(t, j, "s", 0, 0), events(0, 3, 100)...)
+	j.Close()
+	if err := os.WriteFile(dir+"/"+dbName, []byte(strings.Repeat("garbage!", 2048)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j2, lb := open(t, dir, Options{})
+	if got := j2.Sessions(); len(got) != 0 {
+		t.Errorf("Sessions() = %v, want none", got)
+	}
+	if !strings.Contains(lb.String(), "cannot be opened") {
+		t.Errorf("log does not report the unreadable database:\n%s", lb)
+	}
+	ents, _ := os.ReadDir(dir)
+	var aside bool
+	for _, e := range ents {
+		aside = aside || strings.HasPrefix(e.Name(), dbName+".broken-")
+	}
+	if !aside {
+		t.Errorf("the unreadable database was not kept aside")
+	}
+}
+
+func TestSecondOpenOfTheSameDirectoryIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	open(t, dir, Options{})
+	_, err := Open(Options{Dir: dir})
+	if !errors.Is(err, ErrLocked) {
+		t.Fatalf("second Open = %v, want ErrLocked", err)
+	}
+}
