@@ -46,6 +46,7 @@ type Daemon struct {
 	handler  *ipc.Handler
 	notifier *systemd.Notifier
 	server   *http.Server
+	conns    *connTracker // the server's new and active connections
 
 	reloadMu sync.Mutex // serializes reloads and shutdown; guards cfg and stopping
 	cfg      Config
@@ -79,7 +80,7 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 }
 
 func newDaemon(cfg Config, opts Options) (*Daemon, error) {
-	d := &Daemon{opts: opts, cfg: cfg, notifier: systemd.NewNotifier(), level: new(slog.LevelVar)}
+	d := &Daemon{opts: opts, cfg: cfg, notifier: systemd.NewNotifier(), level: new(slog.LevelVar), conns: newConnTracker()}
 	d.level.Set(cfg.SlogLevel())
 	d.log = opts.Logger
 	if d.log == nil {
@@ -107,6 +108,7 @@ func newDaemon(cfg Config, opts Options) (*Daemon, error) {
 	d.server = &http.Server{
 		Handler:           d.handler,
 		ConnContext:       ipc.ConnContext,
+		ConnState:         d.conns.hook,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    int(cfg.MaxHeaderBytes),
@@ -257,7 +259,10 @@ func (d *Daemon) serve(ctx context.Context, listeners []net.Listener) error {
 	serveErr := make(chan error, len(listeners))
 	for _, l := range listeners {
 		wg.Go(func() {
-			if err := d.server.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			// Shutdown closes the listeners itself, before it calls
+			// http.Server.Shutdown.
+			err := d.server.Serve(l)
+			if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 				serveErr <- err
 			}
 		})
@@ -293,7 +298,7 @@ loop:
 			}
 		}
 	}
-	d.shutdown(cancelRequests)
+	d.shutdown(listeners, cancelRequests)
 	cancel()
 	wg.Wait()
 	return err
@@ -303,7 +308,7 @@ loop:
 // and WebSocket 1001, lets in-flight requests finish and waits for streams,
 // all within shutdown_timeout. Past it, it calls cancelRequests and closes
 // what is left.
-func (d *Daemon) shutdown(cancelRequests context.CancelFunc) {
+func (d *Daemon) shutdown(listeners []net.Listener, cancelRequests context.CancelFunc) {
 	// Under reloadMu, so that a reload in progress finishes first (its
 	// READY=1 must not follow STOPPING=1) and none starts after.
 	d.reloadMu.Lock()
@@ -316,9 +321,25 @@ func (d *Daemon) shutdown(cancelRequests context.CancelFunc) {
 	defer cancel()
 
 	d.handler.Drain()
+	// Stop accepting, and close each connection after its answer.
+	// Connections still in a listener's backlog are refused (reset); under
+	// socket activation they wait for the next start.
+	d.server.SetKeepAlivesEnabled(false)
+	for _, l := range listeners {
+		l.Close()
+	}
 	done := make(chan error, 1)
 	go func() {
-		err := d.server.Shutdown(ctx)
+		// http.Server.Shutdown closes a connection whose request it reads
+		// after it began without answering it, so let every request that
+		// reached the daemon arrive and be answered first.
+		err := d.conns.quiet(ctx, newConnGrace)
+		if err == nil {
+			// The listeners are closed already.
+			if err = d.server.Shutdown(ctx); errors.Is(err, net.ErrClosed) {
+				err = nil
+			}
+		}
 		if err == nil {
 			err = d.handler.Wait(ctx)
 		}

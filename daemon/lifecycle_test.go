@@ -439,14 +439,7 @@ func TestShutdownDoesNotWaitForStuckWebSocket(t *testing.T) {
 	createSession(t, d, "s")
 	stuck, br := dialRawWS(t, d.Socket, "/api/v1/sessions/s/ws")
 	sse := d.Follow(t, "sse", "/api/v1/sessions/s/events", lbtest.FollowOptions{Once: true})
-	waitFor(t, "two subscribers on the session", func() bool {
-		_, body := d.Do(t, http.MethodGet, "/api/v1/sessions/s", "")
-		var s struct {
-			Subscribers int `json:"subscribers"`
-		}
-		json.Unmarshal(body, &s)
-		return s.Subscribers == 2
-	})
+	waitFor(t, "two subscribers on the session", func() bool { return subscribers(t, d, "s") == 2 })
 
 	start := time.Now()
 	d.Signal(t, syscall.SIGTERM)
@@ -484,6 +477,171 @@ func TestShutdownDoesNotWaitForStuckWebSocket(t *testing.T) {
 	}
 	if len(texts) == 0 || !strings.Contains(texts[len(texts)-1], `"type":"stream:closed"`) || !strings.Contains(texts[len(texts)-1], `"reason":"shutdown"`) {
 		t.Errorf("stuck WebSocket: frames before the close %q, want stream:closed (shutdown) last", texts)
+	}
+}
+
+// TestShutdownDoesNotWaitForStuckSSEReader holds an SSE stream whose
+// client stopped reading with megabytes still to come, so the daemon's
+// write blocks: it still exits 0 soon after shutdown_timeout.
+func TestShutdownDoesNotWaitForStuckSSEReader(t *testing.T) {
+	const timeout = 2 * time.Second
+	d := lbtest.Start(t, lbtest.Options{Args: []string{"--shutdown-timeout", timeout.String()}})
+	createSession(t, d, "s")
+	c, err := net.DialTimeout("unix", d.Socket, patience)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /api/v1/sessions/s/events HTTP/1.1\r\nHost: localbus\r\nAccept: text/event-stream\r\n\r\n")
+	waitFor(t, "the stream to subscribe", func() bool { return subscribers(t, d, "s") == 1 })
+	// Far more than a socket buffer holds, well under max_queued_bytes.
+	chunk := `"` + strings.Repeat("x", 50_000) + `"`
+	for range 30 {
+		publish(t, d, "s", "test:chunk", chunk)
+	}
+
+	start := time.Now()
+	d.Signal(t, syscall.SIGTERM)
+	code, took := waitExit(t, d, start)
+	if code != 0 {
+		t.Errorf("exit code = %d, want 0", code)
+	}
+	if limit := timeout + 2*time.Second; took > limit {
+		t.Errorf("shutdown with a stuck SSE reader took %v, want at most shutdown_timeout %v (+2s slack)", took, timeout)
+	}
+}
+
+// subscribers returns the subscriber count of session.
+func subscribers(t testing.TB, d *lbtest.Daemon, session string) int {
+	t.Helper()
+	_, body := d.Do(t, http.MethodGet, "/api/v1/sessions/"+session, "")
+	var s struct {
+		Subscribers int `json:"subscribers"`
+	}
+	json.Unmarshal(body, &s)
+	return s.Subscribers
+}
+
+// TestShutdownUnderLoadFinishesPublishes stops the daemon while publishers
+// and followers are busy: every publish is answered in full (200) or refused
+// whole (no connection, 503), never cut off; acknowledged ids are unique;
+// each follower got an unbroken run of ids, then stream:closed (shutdown).
+func TestShutdownUnderLoadFinishesPublishes(t *testing.T) {
+	d := lbtest.Start(t, lbtest.Options{})
+	createSession(t, d, "s")
+	fl := followers(t, d, "s", lbtest.FollowOptions{Once: true})
+	waitFor(t, "every follower to open its stream", all(fl, func(f *lbtest.Follower) bool { return f.Streams() >= 1 }))
+
+	type outcome struct {
+		ids []uint64
+		bad []string
+	}
+	const publishers = 4
+	results := make(chan outcome, publishers)
+	stop := make(chan struct{})
+	var acked sync.WaitGroup
+	acked.Add(publishers)
+	for p := range publishers {
+		go func() {
+			var o outcome
+			defer func() { results <- o }()
+			for n := 0; ; n++ {
+				if n == 20 {
+					acked.Done()
+				}
+				status, body, err := d.TryDo(http.MethodPost, "/api/v1/sessions/s/events", fmt.Sprintf(`{"type":"load:p%d","data":%d}`, p, n))
+				switch {
+				case err != nil && n >= 20 && refused(err):
+					return // the daemon is gone: stop
+				case err != nil:
+					o.bad = append(o.bad, fmt.Sprintf("publish %d: %v", n, err))
+				case status == http.StatusOK:
+					var r struct {
+						IDs []uint64 `json:"ids"`
+					}
+					if err := json.Unmarshal(body, &r); err != nil {
+						o.bad = append(o.bad, fmt.Sprintf("publish %d: %q: %v", n, body, err))
+					}
+					o.ids = append(o.ids, r.IDs...)
+				case status == http.StatusServiceUnavailable && n >= 20:
+				default:
+					o.bad = append(o.bad, fmt.Sprintf("publish %d = %d %s", n, status, body))
+				}
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		}()
+	}
+	acked.Wait()
+	d.Signal(t, syscall.SIGTERM)
+	if code, _ := waitExit(t, d, time.Now()); code != 0 {
+		t.Errorf("exit code = %d, want 0", code)
+	}
+	close(stop)
+	seen := map[uint64]bool{}
+	for range publishers {
+		o := <-results
+		for _, b := range o.bad {
+			t.Error(b)
+		}
+		for _, id := range o.ids {
+			if seen[id] {
+				t.Errorf("id %d acknowledged twice", id)
+			}
+			seen[id] = true
+		}
+	}
+	for _, f := range fl {
+		<-f.Done()
+		ids := f.IDs()
+		if diff := cmp.Diff(upTo(uint64(len(ids))), ids); diff != "" {
+			t.Errorf("%s: ids are not an unbroken run from 1 (-want +got):\n%s", f.Name, diff)
+		}
+		for _, id := range ids {
+			if !seen[id] {
+				t.Errorf("%s: got id %d, which no publisher saw acknowledged", f.Name, id)
+			}
+		}
+		checkEnds(t, f, "shutdown", 1)
+		if probs := f.Problems(); len(probs) > 0 {
+			t.Errorf("%s: %s", f.Name, strings.Join(probs, "; "))
+		}
+	}
+}
+
+// refused reports whether err says that the daemon never took the request:
+// nothing accepts connections on the socket any more (it closed its
+// listener and unlinked the file), or the connection was still in the
+// listener's backlog when it closed, which the kernel resets. Never
+// accepted, such a request was never processed. (Under socket activation
+// the service manager keeps the socket, and the backlog waits for the next
+// start.)
+func refused(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// TestShutdownTimeoutZeroExitsAtOnce sets shutdown_timeout to 0, which
+// closes everything at once: the daemon exits 0 without waiting for its
+// streams.
+func TestShutdownTimeoutZeroExitsAtOnce(t *testing.T) {
+	d := lbtest.Start(t, lbtest.Options{Args: []string{"--shutdown-timeout", "0s"}})
+	createSession(t, d, "s")
+	f := d.Follow(t, "sse", "/api/v1/sessions/s/events", lbtest.FollowOptions{Once: true})
+	waitFor(t, "the follower to open its stream", func() bool { return f.Streams() >= 1 })
+	start := time.Now()
+	d.Signal(t, syscall.SIGTERM)
+	code, took := waitExit(t, d, start)
+	if code != 0 {
+		t.Errorf("exit code = %d, want 0", code)
+	}
+	if took > 2*time.Second {
+		t.Errorf("shutdown with shutdown_timeout 0 took %v, want it at once", took)
+	}
+	if _, err := os.Lstat(d.Socket); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("socket after exit: Lstat = %v, want it unlinked", err)
 	}
 }
 

@@ -1,14 +1,17 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -78,4 +81,89 @@ func lookupGroup(group string) (int, error) {
 		return 0, err
 	}
 	return strconv.Atoi(g.Gid)
+}
+
+// newConnGrace is how long shutdown waits for a connection that was
+// accepted before the listeners closed to send its request.
+const newConnGrace = time.Second
+
+// A connTracker follows the HTTP server's connections through its
+// ConnState hook, so that shutdown can wait for every request that reached
+// the daemon before it calls http.Server.Shutdown, which closes without an
+// answer a connection whose request it reads after it began.
+type connTracker struct {
+	mu    sync.Mutex
+	conns map[net.Conn]connEntry // the new and active connections
+	// changed has a value when a connection changed state since the last
+	// receive.
+	changed chan struct{}
+}
+
+// A connEntry is a connection's state and when it entered it.
+type connEntry struct {
+	state http.ConnState
+	since time.Time
+}
+
+func newConnTracker() *connTracker {
+	return &connTracker{conns: make(map[net.Conn]connEntry), changed: make(chan struct{}, 1)}
+}
+
+// hook is the http.Server ConnState hook. Idle, hijacked and closed
+// connections are no longer the tracker's business: the server closes idle
+// ones at shutdown, and the router waits for hijacked ones (WebSocket).
+func (t *connTracker) hook(c net.Conn, s http.ConnState) {
+	t.mu.Lock()
+	switch s {
+	case http.StateNew, http.StateActive:
+		t.conns[c] = connEntry{state: s, since: time.Now()}
+	default:
+		delete(t.conns, c)
+	}
+	t.mu.Unlock()
+	select {
+	case t.changed <- struct{}{}:
+	default:
+	}
+}
+
+// quiet waits until no connection is serving a request and none that was
+// accepted less than grace ago is yet to send one, or until ctx is done.
+// Stop accepting and disable keep-alives first, or it may never return
+// before ctx does.
+func (t *connTracker) quiet(ctx context.Context, grace time.Duration) error {
+	for {
+		busy, wake := t.busy(time.Now(), grace)
+		if !busy {
+			return nil
+		}
+		var timeout <-chan time.Time
+		if wake > 0 {
+			timeout = time.After(wake)
+		}
+		select {
+		case <-t.changed:
+		case <-timeout:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// busy reports whether a connection is serving a request or is new and
+// younger than grace at now; wake is when the youngest new one's grace
+// ends, 0 if no new connection holds it.
+func (t *connTracker) busy(now time.Time, grace time.Duration) (busy bool, wake time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, e := range t.conns {
+		if e.state == http.StateActive {
+			return true, 0
+		}
+		if left := grace - now.Sub(e.since); left > 0 {
+			busy = true
+			wake = max(wake, left)
+		}
+	}
+	return busy, wake
 }
