@@ -138,7 +138,7 @@ func (h *Handler) servePublish(w http.ResponseWriter, r *http.Request, c Caller)
 	}
 	for i := range events {
 		if fam := bus.FamilyOf(events[i].Type); !c.Scopes.CanPublish(fam) {
-			writeError(w, errorf(http.StatusForbidden, "forbidden", "event %d: this caller may not publish family %s; nothing was published", i, fam))
+			h.refuse(w, r, c, errorf(http.StatusForbidden, "forbidden", "event %d: this caller may not publish family %s; nothing was published", i, fam))
 			return
 		}
 		events[i].Originator = originator
