@@ -33,8 +33,14 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		HideHelpCommand:      true,
 		Commands: []*cli.Command{
 			serveCommand(),
+			eventsCommand(),
+			publishCommand(),
+			sessionCommand(),
+			statusCommand(),
+			reloadCommand(),
 			systemdCommand(),
 			versionCommand(),
+			completionCommand(),
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // run maps errors to exit codes
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/ipc/client"
+)
+
+// connFlags returns the flags that say how to reach the daemon. Every
+// client command has them, after its name (localbus events --socket S).
+// Flags keep state, so each call returns new ones.
+func connFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{
+			Name:        "socket",
+			Usage:       "the daemon's Unix socket `PATH`",
+			EnvVars:     []string{"LOCALBUS_SOCKET"},
+			DefaultText: client.DefaultSocketPath(),
+			TakesFile:   true,
+			Category:    "Connection",
+		},
+		&cli.StringFlag{
+			Name:     "url",
+			Usage:    "reach the daemon over TCP at `URL` instead of the socket, e.g. http://127.0.0.1:8001 (needs --key)",
+			Category: "Connection",
+		},
+		&cli.StringFlag{
+			Name:     "key",
+			Usage:    "authenticate with the bearer `KEY` (from localbus keys add)",
+			EnvVars:  []string{"LOCALBUS_KEY"},
+			Category: "Connection",
+		},
+	}
+}
+
+// jsonFlag is --json (alias --raw): machine-readable output. c.Bool("json")
+// reads it.
+func jsonFlag(usage string) cli.Flag {
+	return &cli.BoolFlag{Name: "json", Aliases: []string{"raw"}, Usage: usage}
+}
+
+// newClient returns the client the connection flags describe.
+func newClient(c *cli.Context) *client.Client {
+	return &client.Client{Socket: c.String("socket"), URL: c.String("url"), Key: c.String("key")}
+}
+
+// requestTimeout bounds one REST call of a command, so a wedged daemon
+// does not hang a script forever.
+const requestTimeout = 30 * time.Second
+
+// requestContext returns the context of one REST call.
+func requestContext(c *cli.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.Context, requestTimeout)
+}
+
+// onUsageError shows the command's help on stderr and makes run exit 1
+// with the error as the last line.
+func onUsageError(c *cli.Context, err error, _ bool) error {
+	showHelpOnStderr(c)
+	return usageError{err}
+}
+
+// usagef is a usage error of the command, shown with its help on stderr.
+func usagef(c *cli.Context, format string, args ...any) error {
+	return onUsageError(c, fmt.Errorf(format, args...), true)
+}
+
+func showHelpOnStderr(c *cli.Context) {
+	if c.Command == nil {
+		return
+	}
+	templ := cli.CommandHelpTemplate
+	if len(c.Command.Subcommands) > 0 {
+		templ = cli.SubcommandHelpTemplate
+	}
+	cli.HelpPrinter(c.App.ErrWriter, templ, c.Command)
+}
+
+// checkArgs returns a usage error unless the command has min to max
+// arguments; want describes them. A flag after the arguments, which
+// urfave/cli takes for an argument, is named as the mistake it is.
+func checkArgs(c *cli.Context, min, max int, want string) error {
+	n := c.NArg()
+	if n >= min && n <= max {
+		return nil
+	}
+	for _, a := range c.Args().Slice() {
+		if strings.HasPrefix(a, "-") && a != "-" {
+			return usagef(c, "flags go before the arguments: move %s before %q", a, c.Args().First())
+		}
+	}
+	if n < min {
+		return usagef(c, "missing arguments: want %s", want)
+	}
+	return usagef(c, "too many arguments: want %s", want)
+}
+
+// clientError turns an error of the client package into the command's
+// error: one line a user can act on, and the exit code of SPEC §9 (2 the
+// daemon cannot be reached, 3 refused, 4 the stream ended for good, 1 the
+// daemon found the input wrong).
+func clientError(err error) error {
+	var ue *client.UnreachableError
+	var ee *client.EndedError
+	var ae *client.APIError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ue):
+		return exitError{exitUnreachable, fmt.Errorf("cannot reach the daemon: %s; is it running? (start it with 'localbus serve', or point --socket or --url at it)", dialProblem(ue))}
+	case errors.As(err, &ee):
+		return exitError{exitEnded, errors.New(endedText(ee))}
+	case errors.As(err, &ae):
+		switch {
+		case ae.Refused():
+			hint := "pass a key with --key or LOCALBUS_KEY"
+			if ae.Status == http.StatusForbidden {
+				hint = "use a key with the needed scope"
+			}
+			return exitError{exitRefused, fmt.Errorf("refused by the daemon (%d %s): %s; %s", ae.Status, ae.Code, ae.Message, hint)}
+		case ae.Status == http.StatusServiceUnavailable:
+			return exitError{exitUnreachable, fmt.Errorf("the daemon cannot serve this now (%d %s): %s", ae.Status, ae.Code, ae.Message)}
+		}
+		return exitError{exitUsage, fmt.Errorf("%s (%d %s)", ae.Message, ae.Status, ae.Code)}
+	case errors.Is(err, context.DeadlineExceeded):
+		return exitError{exitUnreachable, fmt.Errorf("the daemon did not answer within %v", requestTimeout)}
+	}
+	var ie *bus.InputError
+	if errors.As(err, &ie) {
+		return exitError{exitUsage, errors.New(inputText(ie))}
+	}
+	return exitError{exitUnreachable, fmt.Errorf("talking to the daemon: %v", err)}
+}
+
+// dialProblem says in plain words why the daemon was not reached.
+func dialProblem(ue *client.UnreachableError) string {
+	where := strings.TrimPrefix(ue.Addr, "unix:")
+	switch {
+	case errors.Is(ue.Err, syscall.ENOENT):
+		return "no socket at " + where
+	case errors.Is(ue.Err, syscall.ECONNREFUSED):
+		return "nothing is listening on " + where
+	case errors.Is(ue.Err, syscall.EACCES), errors.Is(ue.Err, os.ErrPermission):
+		return "permission denied on " + where + " (is your user in the socket's group?)"
+	}
+	return fmt.Sprintf("%s: %v", where, rootCause(ue.Err))
+}
+
+// rootCause returns the innermost error, the part worth showing of a
+// chain like "dial unix /x: connect: connection refused".
+func rootCause(err error) error {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err
+		}
+		err = u
+	}
+}
+
+func endedText(ee *client.EndedError) string {
+	what := "the stream"
+	if ee.Session != "" {
+		what = fmt.Sprintf("session %q", ee.Session)
+	}
+	switch ee.Reason {
+	case "not_found":
+		return fmt.Sprintf("%s does not exist", what)
+	case "session_deleted":
+		return fmt.Sprintf("%s was deleted; the stream has ended", what)
+	}
+	return "the daemon ended the stream for good"
+}
+
+// inputText is an *bus.InputError without its package prefix.
+func inputText(ie *bus.InputError) string {
+	if ie.Value == "" {
+		return fmt.Sprintf("invalid %s: %s", ie.Field, ie.Reason)
+	}
+	return fmt.Sprintf("invalid %s %q: %s", ie.Field, ie.Value, ie.Reason)
+}
+
+// sessionList fetches the session ids for shell completion, quietly.
+func sessionList(c *cli.Context) []string {
+	ctx, cancel := context.WithTimeout(c.Context, time.Second)
+	defer cancel()
+	cl := newClient(c)
+	defer cl.CloseIdleConnections()
+	list, err := cl.Sessions(ctx)
+	if err != nil {
+		return nil
+	}
+	ids := make([]string, len(list))
+	for i, s := range list {
+		ids[i] = s.ID
+	}
+	return ids
+}
+
+// completeWithSessions is a BashComplete that offers session ids after
+// --session (and, when args is true, as the command's argument), and the
+// command's flags otherwise.
+func completeWithSessions(cmd *cli.Command, args bool) cli.BashCompleteFunc {
+	return func(c *cli.Context) {
+		last := ""
+		if len(os.Args) > 2 {
+			last = os.Args[len(os.Args)-2]
+		}
+		if last == "--session" || last == "-s" || (args && !strings.HasPrefix(last, "-") && c.NArg() == 0) {
+			for _, id := range sessionList(c) {
+				fmt.Fprintln(c.App.Writer, id)
+			}
+			return
+		}
+		cli.DefaultCompleteWithFlags(cmd)(c)
+	}
+}

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/localbus/localbus/ipc/client"
+)
+
+func reloadCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "reload",
+		Usage: "make the daemon re-read its configuration and keys",
+		Description: "Like SIGHUP or systemctl reload. Streams are closed and their clients reconnect\n" +
+			"and resume without losing events. A configuration the daemon refuses is reported\n" +
+			"(exit 1) and the daemon keeps running the old one. Needs admin.",
+		Flags:           connFlags(),
+		HideHelpCommand: true,
+		OnUsageError:    onUsageError,
+		Action: func(c *cli.Context) error {
+			if err := checkArgs(c, 0, 0, "no arguments"); err != nil {
+				return err
+			}
+			cl := newClient(c)
+			defer cl.CloseIdleConnections()
+			ctx, cancel := requestContext(c)
+			defer cancel()
+			if err := cl.Reload(ctx); err != nil {
+				if ae, ok := err.(*client.APIError); ok && ae.Status == http.StatusBadRequest {
+					return exitError{exitUsage, fmt.Errorf("the daemon refused the new configuration and keeps the old one: %s", ae.Message)}
+				}
+				return clientError(err)
+			}
+			fmt.Fprintln(c.App.Writer, "reloaded")
+			return nil
+		},
+	}
+}

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/localbus/localbus/ipc/client"
+)
+
+func sessionCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "session",
+		Usage: "create, list, show and delete sessions",
+		Description: "A session is a named event bus with its own ids and replay ring. Publishing to a\n" +
+			"missing session creates it (unless the daemon's auto_create_sessions is off);\n" +
+			"create one explicitly to choose its ring size. Creating and deleting need admin.",
+		Subcommands: []*cli.Command{
+			sessionCreateCommand(),
+			sessionListCommand(),
+			sessionShowCommand(),
+			sessionDeleteCommand(),
+		},
+		HideHelpCommand: true,
+		OnUsageError:    onUsageError,
+	}
+}
+
+func sessionCreateCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "create",
+		Usage:     "create a session",
+		ArgsUsage: "[ID]",
+		Description: "Creates the session ID, or one with a generated id when ID is absent, and prints\n" +
+			"it. Exits 1 if the session exists.",
+		Flags: append([]cli.Flag{
+			&cli.IntFlag{Name: "ring-size", Usage: "keep the last `N` events for replay", DefaultText: "the daemon's ring_size"},
+			jsonFlag("print the session as JSON"),
+		}, connFlags()...),
+		HideHelpCommand: true,
+		OnUsageError:    onUsageError,
+		Action: func(c *cli.Context) error {
+			if err := checkArgs(c, 0, 1, "[ID]"); err != nil {
+				return err
+			}
+			if c.Int("ring-size") < 0 {
+				return usagef(c, "--ring-size must be positive")
+			}
+			cl := newClient(c)
+			defer cl.CloseIdleConnections()
+			ctx, cancel := requestContext(c)
+			defer cancel()
+			s, err := cl.CreateSession(ctx, c.Args().First(), c.Int("ring-size"))
+			if err != nil {
+				return clientError(err)
+			}
+			if c.Bool("json") {
+				return printJSON(c.App.Writer, s)
+			}
+			fmt.Fprintf(c.App.Writer, "created session %s\n", s.ID)
+			return nil
+		},
+	}
+}
+
+func sessionListCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "list",
+		Usage: "list the sessions",
+		Flags: append([]cli.Flag{
+			jsonFlag(`print {"sessions": [...]} as JSON`),
+		}, connFlags()...),
+		HideHelpCommand: true,
+		OnUsageError:    onUsageError,
+		Action: func(c *cli.Context) error {
+			if err := checkArgs(c, 0, 0, "no arguments"); err != nil {
+				return err
+			}
+			cl := newClient(c)
+			defer cl.CloseIdleConnections()
+			ctx, cancel := requestContext(c)
+			defer cancel()
+			list, err := cl.Sessions(ctx)
+			if err != nil {
+				return clientError(err)
+			}
+			if c.Bool("json") {
+				return printJSON(c.App.Writer, map[string]any{"sessions": list})
+			}
+			if len(list) == 0 {
+				fmt.Fprintln(c.App.Writer, "no sessions")
+				return nil
+			}
+			sessionTable(c.App.Writer, list)
+			return nil
+		},
+	}
+}
+
+func sessionShowCommand() *cli.Command {
+	cmd := &cli.Command{
+		Name:            "show",
+		Usage:           "describe a session",
+		ArgsUsage:       "ID",
+		Flags:           append([]cli.Flag{jsonFlag("print the session as JSON")}, connFlags()...),
+		HideHelpCommand: true,
+		OnUsageError:    onUsageError,
+		Action: func(c *cli.Context) error {
+			if err := checkArgs(c, 1, 1, "one session ID"); err != nil {
+				return err
+			}
+			cl := newClient(c)
+			defer cl.CloseIdleConnections()
+			ctx, cancel := requestContext(c)
+			defer cancel()
+			s, err := cl.Session(ctx, c.Args().First())
+			if err != nil {
+				return clientError(err)
+			}
+			if c.Bool("json") {
+				return printJSON(c.App.Writer, s)
+			}
+			w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(w, "session\t%s\n", s.ID)
+			fmt.Fprintf(w, "epoch\t%s\n", s.Epoch)
+			fmt.Fprintf(w, "last id\t%d\n", s.LastID)
+			fmt.Fprintf(w, "earliest id\t%s\n", optID(s.EarliestID))
+			fmt.Fprintf(w, "ring\t%d of %d events, %s of %s\n", s.Ring.Count, s.Ring.MaxCount, bytesText(s.Ring.Bytes), bytesText(s.Ring.MaxBytes))
+			fmt.Fprintf(w, "subscribers\t%d\n", s.Subscribers)
+			return w.Flush()
+		},
+	}
+	cmd.BashComplete = completeWithSessions(cmd, true)
+	return cmd
+}
+
+func sessionDeleteCommand() *cli.Command {
+	cmd := &cli.Command{
+		Name:      "delete",
+		Usage:     "delete a session",
+		ArgsUsage: "ID",
+		Description: "Deletes the session and its events. Its followers get stream:closed and stop\n" +
+			"(localbus events exits 4).",
+		Flags:           connFlags(),
+		HideHelpCommand: true,
+		OnUsageError:    onUsageError,
+		Action: func(c *cli.Context) error {
+			if err := checkArgs(c, 1, 1, "one session ID"); err != nil {
+				return err
+			}
+			cl := newClient(c)
+			defer cl.CloseIdleConnections()
+			ctx, cancel := requestContext(c)
+			defer cancel()
+			if err := cl.DeleteSession(ctx, c.Args().First()); err != nil {
+				return clientError(err)
+			}
+			fmt.Fprintf(c.App.Writer, "deleted session %s\n", c.Args().First())
+			return nil
+		},
+	}
+	cmd.BashComplete = completeWithSessions(cmd, true)
+	return cmd
+}
+
+// sessionTable prints sessions as a table.
+func sessionTable(out io.Writer, list []client.SessionInfo) {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "SESSION\tLAST ID\tEARLIEST\tEVENTS\tBYTES\tSUBSCRIBERS\tEPOCH")
+	for _, s := range list {
+		fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d\t%d\t%s\n", s.ID, s.LastID, optID(s.EarliestID), s.Ring.Count, s.Ring.Bytes, s.Subscribers, s.Epoch)
+	}
+	w.Flush()
+}
+
+func optID(id *uint64) string {
+	if id == nil {
+		return "-"
+	}
+	return strconv.FormatUint(*id, 10)
+}
+
+// printJSON prints v as one line of JSON.
+func printJSON(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
