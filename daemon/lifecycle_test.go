@@ -200,6 +200,17 @@ func checkEnds(t testing.TB, f *lbtest.Follower, reason string, n int) {
 	}
 }
 
+// waitDone waits for a follower that has FollowOptions.Once to see its
+// stream end.
+func waitDone(t testing.TB, f *lbtest.Follower) {
+	t.Helper()
+	select {
+	case <-f.Done():
+	case <-time.After(patience):
+		t.Fatalf("%s: stream still open after %v", f.Name, patience)
+	}
+}
+
 // reloadBy are the ways to ask for a reload (SPEC §8).
 var reloadBy = []struct {
 	name    string
@@ -411,11 +422,7 @@ func TestShutdownEndsStreamsAndUnlinksSocket(t *testing.T) {
 				t.Errorf("shutdown took %v, more than shutdown_timeout %v", took, timeout)
 			}
 			for _, f := range fl {
-				select {
-				case <-f.Done():
-				case <-time.After(patience):
-					t.Fatalf("%s: stream still open after the daemon exited", f.Name)
-				}
+				waitDone(t, f)
 				checkEnds(t, f, "shutdown", 1)
 				if probs := f.Problems(); len(probs) > 0 {
 					t.Errorf("%s: %s", f.Name, strings.Join(probs, "; "))
@@ -451,7 +458,7 @@ func TestShutdownDoesNotWaitForStuckWebSocket(t *testing.T) {
 	if limit := timeout + 2*time.Second; took > limit {
 		t.Errorf("shutdown with a stuck WebSocket took %v, want at most shutdown_timeout %v (+2s slack)", took, timeout)
 	}
-	<-sse.Done()
+	waitDone(t, sse)
 	checkEnds(t, sse, "shutdown", 1)
 
 	stuck.SetReadDeadline(time.Now().Add(patience))
@@ -595,7 +602,7 @@ func TestShutdownUnderLoadFinishesPublishes(t *testing.T) {
 		}
 	}
 	for _, f := range fl {
-		<-f.Done()
+		waitDone(t, f)
 		ids := f.IDs()
 		if diff := cmp.Diff(upTo(uint64(len(ids))), ids); diff != "" {
 			t.Errorf("%s: ids are not an unbroken run from 1 (-want +got):\n%s", f.Name, diff)
