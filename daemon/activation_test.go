@@ -152,3 +152,68 @@ func TestSocketActivationStartsOnFirstConnection(t *testing.T) {
 		}
 	}
 }
+
+// TestSocketActivationRefusesWrongSockets hands the daemon an activated
+// socket it cannot serve: it exits 1 with a message that says what is wrong
+// and leaves the socket file alone.
+func TestSocketActivationRefusesWrongSockets(t *testing.T) {
+	activate := socketActivate(t)
+	tests := []struct {
+		name    string
+		flags   []string
+		network string // how the test makes the first contact
+		want    string
+	}{
+		{"datagram socket", []string{"--datagram", "--fdname=unix"}, "unixgram", "not a listening stream socket"},
+		{"unix socket named tcp", []string{"--fdname=tcp"}, "unix", "activated socket tcp is a unix socket"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			sock := filepath.Join(dir, "lb.sock")
+			d := lbtest.Start(t, lbtest.Options{
+				Dir: dir, Socket: sock, NoSocket: true, NoWait: true,
+				Wrapper: append([]string{activate, "--listen=" + sock}, tt.flags...),
+			})
+			d.WaitStderr(t, "Listening on "+sock, patience)
+			c, err := net.Dial(tt.network, sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if tt.network == "unixgram" {
+				// A datagram socket starts the daemon on its first datagram.
+				if _, err := c.Write([]byte("hello")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if code, _ := waitExit(t, d, time.Now()); code != 1 {
+				t.Errorf("exit code = %d, want 1", code)
+			}
+			if log := d.Stderr(); !strings.Contains(log, tt.want) {
+				t.Errorf("daemon said %q, want %q", log, tt.want)
+			}
+			if _, err := os.Lstat(sock); err != nil {
+				t.Errorf("activated socket after the refusal: %v, want it left in place", err)
+			}
+		})
+	}
+}
+
+// TestActivationVariablesForAnotherProcessAreIgnored starts the daemon with
+// LISTEN_FDS meant for another process (LISTEN_PID is not the daemon's), as
+// when a parent leaks them: the daemon creates its own socket and serves.
+func TestActivationVariablesForAnotherProcessAreIgnored(t *testing.T) {
+	d := lbtest.Start(t, lbtest.Options{Env: []string{
+		"LISTEN_PID=" + strconv.Itoa(os.Getpid()), "LISTEN_FDS=1", "LISTEN_FDNAMES=unix",
+	}})
+	if strings.Contains(d.Stderr(), "activated") {
+		t.Errorf("the daemon took sockets meant for another process:\n%s", d.Stderr())
+	}
+	if fi, err := os.Lstat(d.Socket); err != nil || fi.Mode().Type() != fs.ModeSocket {
+		t.Errorf("own socket: %v %v, want the daemon to create it", fi, err)
+	}
+	createSession(t, d, "s")
+	publish(t, d, "s", "test:one", "1")
+}

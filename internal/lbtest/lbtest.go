@@ -8,6 +8,10 @@
 //
 // A daemon can also run under a wrapper that execs it, such as
 // systemd-socket-activate, with Options.Wrapper and Options.NoSocket.
+//
+// Clients: Daemon.Do sends REST requests over the socket, and Daemon.Follow
+// starts a Follower, an SSE or WebSocket client that resumes with its last
+// id whenever the daemon ends its stream and records what it got.
 package lbtest
 
 import (
