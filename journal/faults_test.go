@@ -52,14 +52,14 @@ func TestDiskFullRefusesTheAppendAndLeavesNothingHalfWritten(t *testing.T) {
 		t.Errorf("after a refused publish: lastId %d, ring %d; want 3, 3", b.LastID(), b.Stats().RingLen)
 	}
 	segs := segmentsIn(t, dir)
-	size := fileSize(t, segs[len(segs)-1])
+	end := logEnd(t, segs[len(segs)-1])
 
 	full.Store(false)
 	if first, _ := publish(t, b, events(3, 1, 100)...); first != 4 {
 		t.Errorf("first id after the disk has room = %d, want 4", first)
 	}
-	if after := fileSize(t, segs[len(segs)-1]); after <= size {
-		t.Errorf("log did not grow after the disk had room: %d, then %d", size, after)
+	if after := logEnd(t, segs[len(segs)-1]); after <= end {
+		t.Errorf("log did not grow after the disk had room: %d, then %d", end, after)
 	}
 	j.crash()
 
@@ -285,5 +285,29 @@ func TestConcurrentAppendsScansAndCheckpoints(t *testing.T) {
 		if len(got) == 0 || got[len(got)-1] != last || st.LastID() != last {
 			t.Errorf("bus %q: restored ids end at %v, lastId %d; want %d", name, got[max(len(got)-1, 0):], st.LastID(), last)
 		}
+	}
+}
+
+func TestLogRollsOverFullSegments(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			dir := t.TempDir()
+			j, _ := open(t, dir, Options{Sync: mode, SegmentBytes: 4096})
+			b := newBus(t, j, "s", 0, 0)
+			for i := range 40 {
+				publish(t, b, events(i, 1, 300)...) // about 13 to a segment
+			}
+			publish(t, b, events(40, 30, 300)...) // larger than a segment
+			publish(t, b, events(70, 1, 300)...)
+			if n := len(segmentsIn(t, dir)); n < 4 {
+				t.Errorf("%d segments, want several", n)
+			}
+			j.crash()
+			j2, _ := open(t, dir, Options{Sync: mode, SegmentBytes: 4096})
+			st, _, _, _ := j2.OpenBus("s", 0)
+			if diff := cmp.Diff(span(1, 71), ids(retained(st))); diff != "" {
+				t.Errorf("events across segments (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

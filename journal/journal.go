@@ -34,7 +34,8 @@ const (
 // Defaults of Options.
 const (
 	DefaultSyncInterval       = 100 * time.Millisecond
-	DefaultCheckpointBytes    = 16 << 20
+	DefaultSegmentBytes       = 64 << 20
+	DefaultCheckpointBytes    = 32 << 20
 	DefaultCheckpointInterval = 5 * time.Second
 )
 
@@ -46,8 +47,12 @@ type Options struct {
 	Sync string
 	// SyncInterval is the sync period under SyncInterval; default 100 ms.
 	SyncInterval time.Duration
+	// SegmentBytes is the size of a log segment, allocated on disk when it
+	// is created; default 64 MiB. A batch larger than that gets a segment
+	// of its own size.
+	SegmentBytes int64
 	// CheckpointBytes is the log size that starts a checkpoint; default
-	// 16 MiB.
+	// 32 MiB.
 	CheckpointBytes int64
 	// CheckpointInterval is the longest a log record waits for a
 	// checkpoint; default 5 s.
@@ -101,6 +106,9 @@ func Open(opts Options) (*Journal, error) {
 	}
 	if opts.SyncInterval <= 0 {
 		opts.SyncInterval = DefaultSyncInterval
+	}
+	if opts.SegmentBytes <= 0 {
+		opts.SegmentBytes = DefaultSegmentBytes
 	}
 	if opts.CheckpointBytes <= 0 {
 		opts.CheckpointBytes = DefaultCheckpointBytes
@@ -263,7 +271,13 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 		s.mu.Unlock()
 		works = append(works, w)
 	}
-	var arena []byte
+	n := 0
+	for _, w := range works {
+		for _, f := range w.frames {
+			n += valueLen(f.Type, len(f.JSON()))
+		}
+	}
+	arena := make([]byte, 0, n)
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		for _, w := range works {
 			m, err := getMeta(tx, w.s.num)
@@ -311,11 +325,16 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 	return j.wal.removeThrough(seq)
 }
 
-// deleteBelow deletes the keys of b below id.
+// deleteBelow deletes the keys of b below id. Retained ids are consecutive,
+// so it deletes from the first key up without iterating a cursor that the
+// deletes would disturb.
 func deleteBelow(b *bolt.Bucket, id uint64) error {
-	c := b.Cursor()
-	for k, _ := c.First(); k != nil && keyID(k) < id; k, _ = c.First() {
-		if err := c.Delete(); err != nil {
+	k, _ := b.Cursor().First()
+	if k == nil {
+		return nil
+	}
+	for i := keyID(k); i < id; i++ {
+		if err := b.Delete(idKey(i)); err != nil {
 			return err
 		}
 	}

@@ -41,6 +41,9 @@ func open(t testing.TB, dir string, o Options) (*Journal, *logBuf) {
 	t.Helper()
 	lb := new(logBuf)
 	o.Dir = dir
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = 1 << 20
+	}
 	o.Logger = slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	j, err := Open(o)
 	if err != nil {
@@ -151,4 +154,22 @@ func fileSize(t testing.TB, path string) int64 {
 		t.Fatal(err)
 	}
 	return fi.Size()
+}
+
+// logEnd returns the offset past the last whole record of a segment file.
+func logEnd(t testing.TB, path string) int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := 0
+	for off+recHeaderLen <= len(data) && !allZero(data[off:off+recHeaderLen]) {
+		_, n, err := readRecord(data[off:])
+		if err != nil {
+			break
+		}
+		off += n
+	}
+	return off
 }

@@ -150,7 +150,7 @@ func (j *Journal) recover() error {
 		s.dbFirst = s.win.earliest()
 	}
 
-	j.wal, err = openWAL(j.dir, nextSeq, j.opts.WrapFile, j.opts.OnSync, j.mode == SyncNever)
+	j.wal, err = openWAL(j.dir, nextSeq, j.opts.SegmentBytes, j.opts.WrapFile, j.opts.OnSync, j.mode == SyncNever)
 	return err
 }
 
@@ -243,7 +243,7 @@ func (j *Journal) replay(metas map[uint64]*busMeta, reset map[uint64]bool) (next
 				return err
 			}
 			off := 0
-			for off < len(data) {
+			for off < len(data) && !allZero(data[off:min(off+recHeaderLen, len(data))]) {
 				rec, n, err := readRecord(data[off:])
 				if err != nil {
 					torn := i == len(seqs)-1
@@ -264,6 +264,16 @@ func (j *Journal) replay(metas map[uint64]*busMeta, reset map[uint64]bool) (next
 					lastNum, lastID = rec.num, rec.firstID+uint64(len(rec.events))-1
 				}
 				off += n
+			}
+			if !allZero(data[off:]) {
+				// Bytes after the end: a record whose header never made it.
+				torn := i == len(seqs)-1
+				corrupt = !torn
+				j.logDropped(metas, seq, off, data[off:], torn, len(seqs)-1-i, lastNum, lastID)
+				if err := os.Truncate(path, int64(off)); err != nil {
+					return err
+				}
+				return putMetas(tx, metas, touched)
 			}
 		}
 		return putMetas(tx, metas, touched)
@@ -427,4 +437,13 @@ func storedEntry(id uint64, typ, env, v []byte) entry {
 	// FrameSize only counts the type's length: pass it with the envelope's
 	// rather than convert typ to a string for each of a million events.
 	return entry{size: uint32(bus.FrameSize(id, "", len(typ)+len(env))), disk: uint32(8 + len(v))}
+}
+
+func allZero(p []byte) bool {
+	for _, b := range p {
+		if b != 0 {
+			return false
+		}
+	}
+	return true
 }

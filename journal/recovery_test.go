@@ -70,8 +70,7 @@ func TestTornTailIsCutAndLogged(t *testing.T) {
 	j.crash()
 	segs := segmentsIn(t, dir)
 	last := segs[len(segs)-1]
-	size := fileSize(t, last)
-	if err := os.Truncate(last, size-50); err != nil { // inside the last record
+	if err := os.Truncate(last, int64(logEnd(t, last)-50)); err != nil { // inside the last record
 		t.Fatal(err)
 	}
 
@@ -119,7 +118,7 @@ func TestCorruptLogRecordDropsTheRestWithNewEpochs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data[len(data)-30] ^= 0xff // in the second record of the first segment
+	data[logEnd(t, segs[0])-30] ^= 0xff // in the second record of the first segment
 	if err := os.WriteFile(segs[0], data, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,13 @@ import (
 // File is a log segment as the journal writes it. Options.WrapFile may wrap
 // it, for tests that inject storage faults or count syncs.
 type File interface {
+	// WriteAt writes p at off, within the segment's preallocated size.
 	WriteAt(p []byte, off int64) (int, error)
+	// Truncate discards what was written from size on.
 	Truncate(size int64) error
+	// Sync makes what was written durable.
 	Sync() error
+	// Close releases the segment; it does not sync.
 	Close() error
 }
 
@@ -29,14 +33,17 @@ type wal struct {
 	wrap   func(File) File
 	onSync func()
 	noSync bool // SyncNever: rotation does not sync
+	segSize int64
 
 	syncMu sync.Mutex // held by the goroutine syncing and by rotate/close; taken before mu
 	synced atomic.Uint64
 
 	mu     sync.Mutex // guards the fields below
 	f      File
+	cap    int64  // current segment's size
+	old    []File // full segments not yet synced and closed
 	seq    uint64 // current segment number
-	off    int64  // current segment's size
+	off    int64  // bytes written to the current segment
 	lsn    uint64 // bytes appended since Open
 	dirty  bool   // off must be restored by truncating before the next write
 	closed bool
@@ -68,30 +75,45 @@ func segments(dir string) ([]uint64, error) {
 }
 
 // openWAL starts a new, empty segment numbered seq.
-func openWAL(dir string, seq uint64, wrap func(File) File, onSync func(), noSync bool) (*wal, error) {
-	w := &wal{dir: dir, wrap: wrap, onSync: onSync, noSync: noSync, seq: seq}
-	f, err := w.create(seq)
+func openWAL(dir string, seq uint64, segSize int64, wrap func(File) File, onSync func(), noSync bool) (*wal, error) {
+	w := &wal{dir: dir, wrap: wrap, onSync: onSync, noSync: noSync, seq: seq, segSize: segSize}
+	f, err := w.create(seq, segSize)
 	if err != nil {
 		return nil, err
 	}
-	w.f = f
+	w.f, w.cap = f, segSize
 	return w, nil
 }
 
-func (w *wal) create(seq uint64) (File, error) {
-	f, err := os.OpenFile(filepath.Join(w.dir, segmentName(seq)), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+func (w *wal) create(seq uint64, size int64) (File, error) {
+	path := filepath.Join(w.dir, segmentName(seq))
+	seg, err := createSegment(path, size)
 	if err != nil {
-		return nil, classify(err)
-	}
-	if err := syncDir(w.dir); err != nil {
-		f.Close()
 		return nil, err
 	}
-	var file File = f
-	if w.wrap != nil {
-		file = w.wrap(file)
+	if err := syncDir(w.dir); err != nil {
+		seg.Close()
+		os.Remove(path)
+		return nil, err
 	}
-	return file, nil
+	var f File = seg
+	if w.wrap != nil {
+		f = w.wrap(f)
+	}
+	return f, nil
+}
+
+// nextLocked starts the next segment, with room for need bytes at least;
+// the current one waits in w.old to be synced. w.mu must be held.
+func (w *wal) nextLocked(need int64) error {
+	size := max(w.segSize, need)
+	f, err := w.create(w.seq+1, size)
+	if err != nil {
+		return err
+	}
+	w.old = append(w.old, w.f)
+	w.f, w.cap, w.seq, w.off, w.dirty = f, size, w.seq+1, 0, false
+	return nil
 }
 
 // append writes p, one or more whole records, at the end of the log and
@@ -111,6 +133,11 @@ func (w *wal) append(p []byte) (uint64, error) {
 			return 0, classify(err)
 		}
 		w.dirty = false
+	}
+	if w.off+int64(len(p)) > w.cap {
+		if err := w.nextLocked(int64(len(p))); err != nil {
+			return 0, err
+		}
 	}
 	n, err := w.f.WriteAt(p, w.off)
 	if err != nil {
@@ -158,18 +185,30 @@ func (w *wal) sync() error {
 // the segment from being rotated meanwhile.
 func (w *wal) syncLocked() error {
 	w.mu.Lock()
-	f, target, closed, failed := w.f, w.lsn, w.closed, w.failed
-	w.mu.Unlock()
-	if failed != nil {
-		return failed
-	}
-	if closed {
+	if w.failed != nil || w.closed {
+		failed := w.failed
+		w.mu.Unlock()
+		if failed != nil {
+			return failed
+		}
 		return ErrClosed
 	}
-	if w.synced.Load() >= target {
+	f, old, target := w.f, w.old, w.lsn
+	w.old = nil
+	w.mu.Unlock()
+	var err error
+	for _, o := range old {
+		if serr := o.Sync(); err == nil {
+			err = serr
+		}
+		o.Close()
+	}
+	if w.synced.Load() >= target && len(old) == 0 {
 		return nil
 	}
-	err := f.Sync()
+	if serr := f.Sync(); err == nil {
+		err = serr
+	}
 	if w.onSync != nil {
 		w.onSync()
 	}
@@ -202,13 +241,22 @@ func (w *wal) rotate() (uint64, error) {
 	if w.closed {
 		return 0, ErrClosed
 	}
-	f, err := w.create(w.seq + 1)
-	if err != nil {
+	old := w.seq
+	if err := w.nextLocked(0); err != nil {
 		return 0, err
 	}
-	old := w.seq
-	w.f.Close()
-	w.f, w.seq, w.off, w.dirty = f, w.seq+1, 0, false
+	// Segments filled since the sync above: an Append waiting for its
+	// record in one must not find it unsynced after the checkpoint.
+	for _, o := range w.old {
+		if !w.noSync {
+			if err := o.Sync(); err != nil {
+				w.failed = fmt.Errorf("journal: sync: %w", classify(err))
+				return 0, w.failed
+			}
+		}
+		o.Close()
+	}
+	w.old = nil
 	return old, nil
 }
 
@@ -222,6 +270,10 @@ func (w *wal) close() (uint64, error) {
 		return w.seq, nil
 	}
 	w.closed = true
+	for _, o := range w.old {
+		o.Close()
+	}
+	w.old = nil
 	return w.seq, w.f.Close()
 }
 
