@@ -29,10 +29,10 @@ type File interface {
 // wal is the write-ahead log: numbered segment files, one current. Offsets
 // in it (lsn) count the bytes appended since Open, across segments.
 type wal struct {
-	dir    string
-	wrap   func(File) File
-	onSync func()
-	noSync bool // SyncNever: rotation does not sync
+	dir     string
+	wrap    func(File) File
+	onSync  func()
+	noSync  bool // SyncNever: rotation does not sync
 	segSize int64
 
 	syncMu sync.Mutex // held by the goroutine syncing and by rotate/close; taken before mu
