@@ -1,0 +1,354 @@
+package daemon_test
+
+// End-to-end tests of durability (SPEC §11) with the built daemon: what a
+// publisher was told is stored survives kill -9 and restarts, in order, with
+// ids that continue and epochs that stay, and followers resume across the
+// restart with no stream:gap.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/internal/lbtest"
+	"github.com/localbus/localbus/journal"
+)
+
+// acked is what one batch publisher was told: for each acknowledged id of
+// its session, the sequence number it put in the event's data.
+type acked struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu  sync.Mutex // guards ids
+	ids map[uint64]int
+}
+
+// publishBatches publishes batches of 1 to 5 events to session, one request
+// at a time, until stopped; failed requests (the daemon is down) are
+// retried with the next batch.
+func publishBatches(t testing.TB, d *lbtest.Daemon, session string) *acked {
+	ctx, cancel := context.WithCancel(context.Background())
+	a := &acked{cancel: cancel, done: make(chan struct{}), ids: map[uint64]int{}}
+	go func() {
+		defer close(a.done)
+		n := 0
+		for k := 0; ctx.Err() == nil; k++ {
+			size := 1 + k%5
+			var evs []string
+			for i := range size {
+				evs = append(evs, fmt.Sprintf(`{"type":"dur:ev","data":{"n":%d}}`, n+i))
+			}
+			status, body, err := d.TryDo(http.MethodPost, "/api/v1/sessions/"+session+"/events", "["+strings.Join(evs, ",")+"]")
+			if err != nil || status != http.StatusOK {
+				select {
+				case <-ctx.Done():
+				case <-time.After(20 * time.Millisecond): // the daemon is down: retry later
+				}
+				n += size
+				continue
+			}
+			var r struct {
+				IDs []uint64 `json:"ids"`
+			}
+			if json.Unmarshal(body, &r) == nil && len(r.IDs) == size {
+				a.mu.Lock()
+				for i, id := range r.IDs {
+					a.ids[id] = n + i
+				}
+				a.mu.Unlock()
+			}
+			n += size
+		}
+	}()
+	t.Cleanup(a.stop)
+	return a
+}
+
+func (a *acked) stop() {
+	a.cancel()
+	<-a.done
+}
+
+// count returns how many events were acknowledged.
+func (a *acked) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.ids)
+}
+
+// max returns the largest acknowledged id.
+func (a *acked) max() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var m uint64
+	for id := range a.ids {
+		m = max(m, id)
+	}
+	return m
+}
+
+// replay reads session's whole ring with ?since=0, up to stream:replayed.
+func replay(t testing.TB, d *lbtest.Daemon, session string) []bus.Envelope {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://localbus/api/v1/sessions/"+session+"/events?since=0", nil)
+	resp, err := d.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET events of %s = %s", session, resp.Status)
+	}
+	var out []bus.Envelope
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 4<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var env bus.Envelope
+		if err := json.Unmarshal([]byte(data), &env); err != nil {
+			t.Fatalf("frame %q: %v", data, err)
+		}
+		switch env.Type {
+		case bus.TypeReplayed:
+			return out
+		case bus.TypeGap:
+			t.Errorf("replay of %s from 0: %s", session, data)
+		}
+		if env.ID != 0 {
+			out = append(out, env)
+		}
+	}
+	t.Fatalf("stream of %s ended before stream:replayed: %v", session, sc.Err())
+	return nil
+}
+
+// sessionInfo returns GET /api/v1/sessions/{id}.
+func sessionInfo(t testing.TB, d *lbtest.Daemon, session string) (info struct {
+	Epoch      string `json:"epoch"`
+	LastID     uint64 `json:"lastId"`
+	Durability *struct {
+		BytesOnDisk  int64  `json:"bytesOnDisk"`
+		LastSyncedID uint64 `json:"lastSyncedId"`
+	} `json:"durability"`
+}) {
+	t.Helper()
+	status, body := d.Do(t, http.MethodGet, "/api/v1/sessions/"+session, "")
+	if status != http.StatusOK {
+		t.Fatalf("GET session %s = %d %s", session, status, body)
+	}
+	if err := json.Unmarshal(body, &info); err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+// checkStored checks that session holds ids 1 to lastId in order, that
+// every acknowledged event is among them with the data it was published
+// with, and returns lastId.
+func checkStored(t testing.TB, d *lbtest.Daemon, session string, a *acked) uint64 {
+	t.Helper()
+	envs := replay(t, d, session)
+	var ids []uint64
+	for _, e := range envs {
+		ids = append(ids, e.ID)
+	}
+	last := sessionInfo(t, d, session).LastID
+	if diff := cmp.Diff(upTo(last), ids); diff != "" {
+		t.Errorf("%s: stored ids are not 1..%d (-want +got):\n%s", session, last, diff)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for id, n := range a.ids {
+		if id > uint64(len(envs)) {
+			t.Errorf("%s: acknowledged id %d is lost (lastId %d)", session, id, last)
+			continue
+		}
+		var data struct {
+			N int `json:"n"`
+		}
+		json.Unmarshal(envs[id-1].Data, &data)
+		if data.N != n {
+			t.Errorf("%s: id %d holds n=%d, want the acknowledged n=%d", session, id, data.N, n)
+		}
+	}
+	return last
+}
+
+// checkFollowers waits until every follower has reached last and checks it
+// got every id once, in order, with no gap: a broken connection while the
+// daemon was down is the only problem allowed.
+func checkFollowers(t testing.TB, fl []*lbtest.Follower, last uint64) {
+	t.Helper()
+	waitFor(t, "every follower to catch up", all(fl, func(f *lbtest.Follower) bool { return f.Last() >= last }))
+	for _, f := range fl {
+		f.Stop()
+		if diff := cmp.Diff(upTo(last), f.IDs()[:min(len(f.IDs()), int(last))]); diff != "" {
+			t.Errorf("%s: ids (-want +got):\n%s", f.Name, diff)
+		}
+		for _, p := range f.Problems() {
+			if !strings.HasPrefix(p, "stream ended without stream:closed") {
+				t.Errorf("%s: %s", f.Name, p)
+			}
+		}
+	}
+}
+
+// TestKillNineLosesNoAcknowledgedEvent kills the daemon with SIGKILL while
+// three publishers publish batches with fsync "always" to SSE and WebSocket
+// followers. After a restart every acknowledged event is stored, in order,
+// with its data; ids continue with no reuse; epochs are kept; and the
+// followers, resuming with their last id, get everything with no gap.
+func TestKillNineLosesNoAcknowledgedEvent(t *testing.T) {
+	dir := t.TempDir()
+	opts := lbtest.Options{Dir: dir, Durable: true, Args: []string{"--fsync", "always"}}
+	d := lbtest.Start(t, opts)
+	sessions := []string{"k1", "k2", "k3"}
+	epochs := map[string]string{}
+	var pubs []*acked
+	var fl []*lbtest.Follower
+	for _, s := range sessions {
+		createSession(t, d, s)
+		epochs[s] = sessionInfo(t, d, s).Epoch
+		fl = append(fl, followers(t, d, s, lbtest.FollowOptions{})...)
+	}
+	for _, s := range sessions {
+		pubs = append(pubs, publishBatches(t, d, s))
+	}
+	waitFor(t, "every publisher to have 300 events acknowledged", func() bool {
+		for _, p := range pubs {
+			if p.count() < 300 {
+				return false
+			}
+		}
+		return true
+	})
+	d.Kill(t)
+	for _, p := range pubs {
+		p.stop()
+	}
+
+	d2 := lbtest.Start(t, opts)
+	if strings.Contains(d2.Stderr(), "new epoch") && !strings.Contains(d2.Stderr(), "newEpochs=false") {
+		t.Errorf("restart gave new epochs:\n%s", d2.Stderr())
+	}
+	for i, s := range sessions {
+		last := checkStored(t, d2, s, pubs[i])
+		if last < pubs[i].max() {
+			t.Errorf("%s: lastId %d below the largest acknowledged id %d", s, last, pubs[i].max())
+		}
+		if got := sessionInfo(t, d2, s).Epoch; got != epochs[s] {
+			t.Errorf("%s: epoch %q after kill -9 with fsync always, want %q", s, got, epochs[s])
+		}
+		if id := publish(t, d2, s, "dur:after", "0"); id != last+1 {
+			t.Errorf("%s: first id after the restart = %d, want %d", s, id, last+1)
+		}
+		checkFollowers(t, fl[4*i:4*i+4], last+1)
+	}
+}
+
+// TestRestartUnderSocketActivationLosesNothing restarts the daemon under
+// systemd-socket-activate, on the same socket path, twice: once with
+// SIGTERM and once with SIGKILL, while a publisher publishes to followers
+// that stay connected. The followers reconnect to the same socket and
+// resume; nothing acknowledged is lost, nothing is repeated, no gap.
+func TestRestartUnderSocketActivationLosesNothing(t *testing.T) {
+	activate := socketActivate(t)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "lb.sock")
+	start := func() *lbtest.Daemon {
+		d := lbtest.Start(t, lbtest.Options{
+			Dir: dir, Socket: sock, NoSocket: true, NoWait: true, Durable: true,
+			Wrapper: []string{activate, "--listen=" + sock, "--fdname=unix"},
+		})
+		d.WaitStderr(t, "Listening on "+sock, patience)
+		d.WaitReady(t) // the first connection starts the daemon
+		return d
+	}
+	d := start()
+	createSession(t, d, "act")
+	epoch := sessionInfo(t, d, "act").Epoch
+	fl := followers(t, d, "act", lbtest.FollowOptions{})
+	pub := publishBatches(t, d, "act")
+	for round, stop := range []func(*lbtest.Daemon){
+		func(d *lbtest.Daemon) { d.Signal(t, syscall.SIGTERM); d.Wait(t, patience) },
+		func(d *lbtest.Daemon) { d.Kill(t) },
+	} {
+		target := pub.count() + 200
+		waitFor(t, "200 more events acknowledged", func() bool { return pub.count() >= target })
+		stop(d)
+		d = start()
+		if got := sessionInfo(t, d, "act").Epoch; got != epoch {
+			t.Errorf("round %d: epoch %q after the restart, want %q", round, got, epoch)
+		}
+	}
+	target := pub.count() + 100
+	waitFor(t, "100 more events acknowledged", func() bool { return pub.count() >= target })
+	pub.stop()
+	last := checkStored(t, d, "act", pub)
+	checkFollowers(t, fl, last)
+}
+
+// TestRetentionKeepsDiskWithinTheRing publishes far more than the ring
+// holds, stops the daemon (which checkpoints) and checks what the journal
+// holds: at most ring_size events and ring_max_bytes bytes per bus.
+func TestRetentionKeepsDiskWithinTheRing(t *testing.T) {
+	dir := t.TempDir()
+	const ringSize, ringBytes = 100, 30_000
+	d := lbtest.Start(t, lbtest.Options{Dir: dir, Durable: true, Args: []string{
+		"--ring-size", strconv.Itoa(ringSize), "--ring-max-bytes", strconv.Itoa(ringBytes),
+	}})
+	pad := strings.Repeat("x", 200)
+	for i := range 50 {
+		var evs []string
+		for k := range 20 {
+			evs = append(evs, fmt.Sprintf(`{"type":"ret:ev","data":{"n":%d,"pad":%q}}`, i*20+k, pad))
+		}
+		if status, body := d.Do(t, http.MethodPost, "/api/v1/sessions/ret/events", "["+strings.Join(evs, ",")+"]"); status != http.StatusOK {
+			t.Fatalf("publish = %d %s", status, body)
+		}
+	}
+	info := sessionInfo(t, d, "ret")
+	if info.Durability == nil || info.Durability.BytesOnDisk > ringBytes || info.Durability.LastSyncedID != 1000 {
+		t.Errorf("durability figures = %+v, want bytesOnDisk ≤ %d and lastSyncedId 1000", info.Durability, ringBytes)
+	}
+	d.Stop(t)
+
+	j, err := journal.Open(journal.Options{Dir: filepath.Join(dir, "state", "journal")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	for _, s := range append(j.Sessions(), "") {
+		// Before the bus applies its limits, the store holds what is on disk.
+		st, _, _, err := j.OpenBus(s, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Len() > ringSize || st.Bytes() > ringBytes || st.LastID() < 1000 {
+			t.Errorf("bus %q on disk: %d events, %d bytes, lastId %d; want ≤ %d, ≤ %d, ≥ 1000",
+				s, st.Len(), st.Bytes(), st.LastID(), ringSize, ringBytes)
+		}
+	}
+	if !slices.Equal(j.Sessions(), []string{"ret"}) {
+		t.Errorf("sessions on disk = %v, want [ret]", j.Sessions())
+	}
+}
