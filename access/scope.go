@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/localbus/localbus/bus"
 )
 
 // Scope is one grant a caller holds. Valid scopes are [Admin], [Read],
@@ -23,14 +25,6 @@ const (
 	// Publish allows publishing events of any family to any session: it
 	// includes every "publish:{family}".
 	Publish Scope = "publish"
-)
-
-// The families only the daemon emits (SPEC §2). A key may be scoped to read
-// one of them ("read:localbus" follows the daemon's own events), but never to
-// publish one.
-const (
-	familyStream   = "stream"
-	familyLocalbus = "localbus"
 )
 
 // ErrInvalidScope is wrapped by every error [ParseScope] and [ParseScopes]
@@ -321,20 +315,9 @@ func contains(sorted []string, v string) bool {
 }
 
 // validFamily reports whether f matches [a-z][a-z0-9_-]{0,31}.
-func validFamily(f string) bool {
-	if len(f) < 1 || len(f) > 32 || f[0] < 'a' || f[0] > 'z' {
-		return false
-	}
-	for i := 1; i < len(f); i++ {
-		c := f[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+func validFamily(f string) bool { return bus.ValidateFamily(f) == nil }
 
-func reservedFamily(f string) bool { return f == familyStream || f == familyLocalbus }
+func reservedFamily(f string) bool { return bus.IsReservedFamily(f) }
 
 // shorten keeps error text bounded when the input is long.
 func shorten(s string) string {

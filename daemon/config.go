@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"github.com/localbus/localbus/access"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -728,7 +729,7 @@ func (c Config) problems() []*ConfigError {
 	}
 	check("unix_auth", oneOf(c.UnixAuth, UnixAuthPeer, UnixAuthKey))
 	for _, sc := range c.UnixPeerScopes {
-		if !validScope(sc) {
+		if _, err := access.ParseScope(sc); err != nil {
 			add("unix_peer_scopes", "%s is not a scope: use admin, read, publish, read:FAMILY or publish:FAMILY", quoteValue(sc))
 			break
 		}
@@ -805,32 +806,6 @@ func checkListen(addr string, remote bool) string {
 		return fmt.Sprintf("%s is not a loopback address; set allow_remote to listen on it", quoteValue(addr))
 	}
 	return ""
-}
-
-// validScope reports whether s is a scope: admin, read, publish,
-// read:FAMILY or publish:FAMILY.
-func validScope(s string) bool {
-	switch s {
-	case "admin", "read", "publish":
-		return true
-	}
-	verb, family, ok := strings.Cut(s, ":")
-	return ok && (verb == "read" || verb == "publish") && validFamily(family)
-}
-
-// validFamily reports whether f matches [a-z][a-z0-9_-]{0,31}.
-func validFamily(f string) bool {
-	if len(f) == 0 || len(f) > 32 || f[0] < 'a' || f[0] > 'z' {
-		return false
-	}
-	for i := 1; i < len(f); i++ {
-		switch b := f[i]; {
-		case b >= 'a' && b <= 'z', b >= '0' && b <= '9', b == '_', b == '-':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // badNameRune reports whether r cannot appear in a group, origin or host:

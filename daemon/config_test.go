@@ -574,24 +574,6 @@ func TestConfigErrorMessage(t *testing.T) {
 	}
 }
 
-func TestValidScope(t *testing.T) {
-	t.Parallel()
-	tests := map[string]bool{
-		"admin": true, "read": true, "publish": true,
-		"read:a": true, "publish:build": true, "read:a-b_c9": true,
-		"read:" + strings.Repeat("a", 32): true,
-		"read:" + strings.Repeat("a", 33): false,
-		"":                                false, "write": false, "read:": false, "read:9a": false,
-		"read:A": false, "admin:x": false, "read:a:b": false, "publish:a.b": false,
-		" read": false, "READ": false, "read:*": false,
-	}
-	for s, want := range tests {
-		if got := validScope(s); got != want {
-			t.Errorf("validScope(%q) = %t, want %t", s, got, want)
-		}
-	}
-}
-
 func TestDiffNamesChangedKeys(t *testing.T) {
 	t.Parallel()
 	a := Defaults()
