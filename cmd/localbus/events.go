@@ -31,13 +31,14 @@ func eventsCommand() *cli.Command {
 			"\n" +
 			"--count N exits 0 after N events (scripts: wait for something to happen). --timeout D\n" +
 			"stops after D: exit 0 without --count, exit 1 if fewer than N events came.\n" +
-			"Exits 4 when the session is deleted or does not exist, 2 when the daemon cannot be\n" +
-			"reached at start, 3 when it refuses the credentials.\n" +
+			"Exits 4 when the session is deleted or does not exist (--wait waits for it to be\n" +
+			"created), 2 when the daemon cannot be reached at start, 3 when it refuses the\n" +
+			"credentials.\n" +
 			"\n" +
 			"Examples:\n" +
 			"  localbus events --session build-17\n" +
 			"  localbus events --session build-17 --types 'build:*' --since 0 --raw\n" +
-			"  localbus events --session build-17 --types build:done --count 1 --timeout 10m",
+			"  localbus events --session build-17 --types build:done --count 1 --timeout 10m --wait",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "session", Aliases: []string{"s"}, Usage: "follow the session `ID`"},
 			&cli.StringFlag{Name: "family", Aliases: []string{"f"}, Usage: "follow family `F` of every session (e.g. build)"},
@@ -48,6 +49,7 @@ func eventsCommand() *cli.Command {
 			&cli.BoolFlag{Name: "raw", Aliases: []string{"json"}, Usage: "print each event's JSON envelope on one line"},
 			&cli.IntFlag{Name: "count", Aliases: []string{"n"}, Usage: "exit after `N` events", DefaultText: "follow until interrupted"},
 			&cli.DurationFlag{Name: "timeout", Usage: "stop after `D` (e.g. 30s, 5m)", DefaultText: "none"},
+			&cli.BoolFlag{Name: "wait", Usage: "wait for the --session to be created instead of exiting 4 when it does not exist"},
 			&cli.IntFlag{Name: "max-queued", Usage: "ask the daemon to queue at most `N` unread events (16–2048) before dropping this reader", DefaultText: "the daemon's max_queued"},
 		}, connFlags()...),
 		Action:          runEvents,
@@ -69,6 +71,8 @@ func runEvents(c *cli.Context) error {
 		Epoch:     c.String("epoch"),
 		Transport: client.Transport(c.String("transport")),
 		MaxQueued: c.Int("max-queued"),
+
+		WaitForSession: c.Bool("wait"),
 	}
 	if opts.Session != "" && opts.Family != "" {
 		return usagef(c, "give --session or --family, not both")

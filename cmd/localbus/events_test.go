@@ -279,6 +279,20 @@ func TestEventsReportsAGapWhenTheRingLostEvents(t *testing.T) {
 	}
 }
 
+func TestEventsWaitsForASessionNotCreatedYet(t *testing.T) {
+	t.Parallel()
+	d := lbtest.Start(t, lbtest.Options{})
+	c := apiClient(t, d)
+	p := startBin(t, "events", "--socket", d.Socket, "--session", "later", "--types", "build:done", "--count", "1", "--wait")
+	p.waitStderr(t, `localbus: session "later" does not exist (yet); retrying in`)
+	publishData(t, c, "later", "build:step", 1, 2)
+	publishData(t, c, "later", "build:done", 3, 3)
+	lines, code := p.drainExit(t)
+	if code != 0 || len(lines) != 1 || lines[0] != "3  build:done  3" {
+		t.Errorf("exit %d, stdout %q; want 0 and the build:done event", code, lines)
+	}
+}
+
 func TestEventsExitsFourWhenItsSessionIsDeleted(t *testing.T) {
 	t.Parallel()
 	d := lbtest.Start(t, lbtest.Options{})

@@ -231,6 +231,12 @@ func TestSessionCommands(t *testing.T) {
 	if r := run("show"); r.code != exitUsage || !strings.HasSuffix(r.stderr, "missing arguments: want one session ID\n") {
 		t.Errorf("show without id: exit %d, stderr %q", r.code, r.stderr)
 	}
+	for _, args := range [][]string{{"session"}, {"session", "frobnicate"}} {
+		r := runBin(t, "", args...)
+		if r.code != exitUsage || r.stdout != "" || !strings.Contains(r.stderr, "create, list, show or delete\n") {
+			t.Errorf("localbus %s: exit %d, stdout %q, stderr %q; want 1 and the session usage on stderr", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+		}
+	}
 }
 
 func TestStatusAndReload(t *testing.T) {

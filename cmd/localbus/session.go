@@ -14,8 +14,9 @@ import (
 
 func sessionCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "session",
-		Usage: "create, list, show and delete sessions",
+		Name:      "session",
+		Usage:     "create, list, show and delete sessions",
+		UsageText: "localbus session create|list|show|delete [options] [ID]",
 		Description: "A session is a named event bus with its own ids and replay ring. Publishing to a\n" +
 			"missing session creates it (unless the daemon's auto_create_sessions is off);\n" +
 			"create one explicitly to choose its ring size. Creating and deleting need admin.",
@@ -24,6 +25,12 @@ func sessionCommand() *cli.Command {
 			sessionListCommand(),
 			sessionShowCommand(),
 			sessionDeleteCommand(),
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() == 0 {
+				return usagef(c, "want a command: create, list, show or delete")
+			}
+			return usagef(c, "unknown command %q: want create, list, show or delete", c.Args().First())
 		},
 		HideHelpCommand: true,
 		OnUsageError:    onUsageError,

@@ -32,6 +32,7 @@ type APIError struct {
 	Message string // the daemon's explanation, for people
 }
 
+// Error returns "client: STATUS CODE: MESSAGE".
 func (e *APIError) Error() string {
 	return fmt.Sprintf("client: %d %s: %s", e.Status, e.Code, e.Message)
 }
@@ -91,10 +92,12 @@ type UnreachableError struct {
 	Err  error
 }
 
+// Error names the address and the dial error.
 func (e *UnreachableError) Error() string {
 	return fmt.Sprintf("client: cannot reach the daemon at %s: %v", e.Addr, e.Err)
 }
 
+// Unwrap returns the dial error.
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
 // asUnreachable returns err as an *UnreachableError when it is a failure to
@@ -121,6 +124,7 @@ type EndedError struct {
 	Err     error  // the cause, if any
 }
 
+// Error says which stream ended and why.
 func (e *EndedError) Error() string {
 	what := "stream"
 	if e.Session != "" {
@@ -138,4 +142,5 @@ func (e *EndedError) Error() string {
 	return fmt.Sprintf("client: %s ended by the daemon (%s)", what, e.Reason)
 }
 
+// Unwrap returns the cause, nil if none.
 func (e *EndedError) Unwrap() error { return e.Err }

@@ -53,6 +53,12 @@ type StreamOptions struct {
 	// MaxQueued asks the daemon for this live queue limit, 16 to 2048; 0
 	// leaves the daemon's max_queued.
 	MaxQueued int
+	// WaitForSession makes a stream of a session that does not exist (yet)
+	// wait for it, retrying with backoff, instead of ending with an
+	// *EndedError: for a follower started before the session's first
+	// publish creates it. A live stream (Since nil) then gets the session
+	// from its first event, since all of it is newer than the stream.
+	WaitForSession bool
 	// MaxBackoff caps the wait between failed reconnection attempts;
 	// default 30 s.
 	MaxBackoff time.Duration
@@ -91,7 +97,8 @@ const (
 // (after the stream:closed frame, which Next returns first), when the
 // WebSocket is closed with 1000, or when the session does not exist, unless
 // the daemon went away before (a restarted daemon that keeps no state has
-// not recreated the session yet, and the stream waits for it). 401, 403
+// not recreated the session yet, and the stream waits for it) or
+// StreamOptions.WaitForSession is set. 401, 403
 // and 400 answers end it with the *APIError.
 //
 // Next must be called from one goroutine at a time; Cursor and Close may be
@@ -139,7 +146,7 @@ type item struct {
 // Stream connects to the bus opts names and returns the stream. It
 // returns the first connection's error: an *UnreachableError when the
 // daemon cannot be reached, an *APIError when it refuses, an *EndedError
-// when the session does not exist. ctx bounds the stream's whole life:
+// when the session does not exist (unless opts.WaitForSession). ctx bounds the stream's whole life:
 // when it is done the stream stops as if closed. Call Close when done.
 func (c *Client) Stream(ctx context.Context, opts StreamOptions) (*Stream, error) {
 	if err := c.init(); err != nil {
@@ -165,8 +172,15 @@ func (c *Client) Stream(ctx context.Context, opts StreamOptions) (*Stream, error
 	}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	if err := s.connect(ctx); err != nil {
-		s.Close()
-		return nil, s.classify(err, true)
+		if !s.waitsFor(err) {
+			s.Close()
+			return nil, s.classify(err, true)
+		}
+		// No session yet: Next waits for it.
+		s.failures = 1
+		d := s.backoff()
+		s.retryAt = time.Now().Add(d)
+		s.notify(err, d)
 	}
 	return s, nil
 }
@@ -308,7 +322,7 @@ func (s *Stream) classify(err error, first bool) error {
 	if errors.As(err, &ae) {
 		switch {
 		case ae.Status == http.StatusNotFound && s.opts.Session != "":
-			if s.mayRestart && !first {
+			if (s.mayRestart && !first) || s.waitsFor(err) {
 				return nil
 			}
 			return &EndedError{Reason: "not_found", Session: s.opts.Session, Err: ae}
@@ -325,6 +339,23 @@ func (s *Stream) classify(err error, first bool) error {
 		return err
 	}
 	return nil
+}
+
+// waitsFor reports whether err is a missing session that the stream waits
+// for (StreamOptions.WaitForSession). A stream that starts live and finds
+// no session then starts from the session's beginning when it appears:
+// every event of it is published after the stream began.
+func (s *Stream) waitsFor(err error) bool {
+	var ae *APIError
+	if !s.opts.WaitForSession || s.opts.Session == "" || !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
+		return false
+	}
+	s.mu.Lock()
+	if !s.hasCursor {
+		s.cursor, s.hasCursor = 0, true
+	}
+	s.mu.Unlock()
+	return true
 }
 
 // backoff returns the wait before the next attempt: a random time between

@@ -275,6 +275,35 @@ func TestStreamOfMissingSessionEnds(t *testing.T) {
 	}
 }
 
+func TestStreamWaitsForASessionNotCreatedYet(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(string(tr), func(t *testing.T) {
+			t.Parallel()
+			sock := filepath.Join(shortDir(t), "lb.sock")
+			startDaemon(t, sock, bus.Limits{})
+			c := newClient(t, sock)
+			var retries int
+			st := openStream(t, c, client.StreamOptions{
+				Session: "later", Transport: tr, WaitForSession: true,
+				OnRetry: func(err error, wait time.Duration) {
+					if !errors.Is(err, client.ErrNotFound) {
+						t.Errorf("OnRetry(%v), want a 404", err)
+					}
+					if retries++; retries == 2 {
+						publishN(t, c, "later", "t:e", 1)
+					}
+				},
+			})
+			if f := nextOf(t, st, "t:e"); f.ID != 1 {
+				t.Errorf("first event %s, want id 1", f.Raw)
+			}
+			if retries < 2 {
+				t.Errorf("OnRetry called %d times, want at least 2", retries)
+			}
+		})
+	}
+}
+
 func TestStreamRefusesBadOptions(t *testing.T) {
 	t.Parallel()
 	sock := filepath.Join(shortDir(t), "lb.sock")
