@@ -40,6 +40,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			reloadCommand(),
 			systemdCommand(),
 			versionCommand(),
+			benchCommand(),
 			completionCommand(),
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // run maps errors to exit codes

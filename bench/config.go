@@ -1,0 +1,200 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"time"
+)
+
+// Scenarios Run knows.
+const (
+	ScenarioFanout  = "fanout"
+	ScenarioLatency = "latency"
+	ScenarioIdle    = "idle"
+	ScenarioReplay  = "replay"
+	ScenarioPublish = "publish"
+)
+
+// Scenarios lists every scenario, in the order the docs describe them.
+var Scenarios = []string{ScenarioFanout, ScenarioLatency, ScenarioIdle, ScenarioReplay, ScenarioPublish}
+
+// Config is one run of the bench. Zero values mean the defaults, which
+// depend on the scenario and are given with each field.
+type Config struct {
+	// Socket is the daemon's Unix socket. URL, when set, reaches the daemon
+	// over TCP instead (http://127.0.0.1:PORT). Key is the bearer key to
+	// present, "" for none.
+	Socket, URL, Key string
+
+	// Scenario is one of Scenarios; default fanout.
+	Scenario string
+	// Transport is TransportSSE (default) or TransportWS.
+	Transport string
+	// Subscribers is S for fanout and latency (default 64) and C for idle
+	// (default 2000). Replay and publish use one subscriber at a time.
+	Subscribers int
+	// Events is E: fanout 20000, publish 10000. Replay publishes a ring's
+	// worth, latency Rate × Duration.
+	Events int
+	// Size is P, the size in bytes of each event's data; default 256.
+	Size int
+	// Batch is the number of events per publish request in fanout and when
+	// replay fills the ring; default 1000 (the daemon's limit).
+	Batch int
+	// Window is, in fanout, the most events the publisher runs ahead of the
+	// slowest subscriber. Default: two batches, kept within the
+	// subscriber's queue limits, so that no subscriber is evicted. A
+	// negative value publishes as fast as it can; subscribers that fall
+	// behind are evicted and resume, which the check counts.
+	Window int
+	// MaxQueued is the ?maxQueued= every fanout subscriber asks for;
+	// default 2048, the highest a client may ask.
+	MaxQueued int
+	// Rate is R, events per second in latency; default 1000.
+	Rate int
+	// Duration is D, how long latency publishes (default 10 s), and how
+	// long idle holds its streams open before it reads the daemon's memory
+	// (default 3 s).
+	Duration time.Duration
+	// Repeat is how many subscribers replay resumes, one after another;
+	// default 10.
+	Repeat int
+	// Publishers is the number of concurrent connections publish uses;
+	// default 1.
+	Publishers int
+	// Rounds is how many times the scenario runs, alternating daemon and
+	// baseline; the report keeps each target's best round (the highest
+	// throughput, the lowest latency), since a busy machine only ever
+	// makes a round slower. Default 1.
+	Rounds int
+	// Baseline also runs fanout or latency through a bare in-process server
+	// on a Unix socket, to report every figure as a ratio to this machine's
+	// limit.
+	Baseline bool
+	// BaselineOnly runs the baseline alone, without a daemon.
+	BaselineOnly bool
+	// Session is the session the bench uses; default bench-RANDOM, created
+	// for the run and deleted after it. Nothing else should publish to it.
+	Session string
+	// KeepSession keeps the sessions the bench created.
+	KeepSession bool
+	// PID is the daemon's process id, for its memory figures; 0 asks the
+	// Unix socket who its peer is.
+	PID int
+	// Timeout bounds the whole run; default 5 minutes.
+	Timeout time.Duration
+	// Progress, when not nil, receives a line as each phase begins.
+	Progress io.Writer
+}
+
+// ConfigError is a Config that cannot run: a usage mistake.
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+var sessionRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// withDefaults checks c and fills in the defaults of its scenario. Its
+// errors are *ConfigError.
+func (c Config) withDefaults() (Config, error) {
+	c, err := c.fill()
+	if err != nil {
+		return c, &ConfigError{err}
+	}
+	return c, nil
+}
+
+func (c Config) fill() (Config, error) {
+	if c.Scenario == "" {
+		c.Scenario = ScenarioFanout
+	}
+	if c.Transport == "" {
+		c.Transport = TransportSSE
+	}
+	switch c.Transport {
+	case TransportSSE, TransportWS:
+	default:
+		return c, fmt.Errorf("bench: unknown transport %q: want sse or ws", c.Transport)
+	}
+	var errs []error
+	nonNeg := func(name string, v int) {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("bench: %s must not be negative, got %d", name, v))
+		}
+	}
+	nonNeg("subscribers", c.Subscribers)
+	nonNeg("events", c.Events)
+	nonNeg("size", c.Size)
+	nonNeg("batch", c.Batch)
+	nonNeg("rate", c.Rate)
+	nonNeg("repeat", c.Repeat)
+	nonNeg("publishers", c.Publishers)
+	nonNeg("pid", c.PID)
+	nonNeg("rounds", c.Rounds)
+	if c.Duration < 0 || c.Timeout < 0 {
+		errs = append(errs, errors.New("bench: durations must not be negative"))
+	}
+	if c.MaxQueued != 0 && (c.MaxQueued < 16 || c.MaxQueued > 2048) {
+		errs = append(errs, fmt.Errorf("bench: max-queued must be from 16 to 2048, got %d", c.MaxQueued))
+	}
+	if c.Session != "" && !sessionRE.MatchString(c.Session) {
+		errs = append(errs, fmt.Errorf("bench: invalid session id %q", c.Session))
+	}
+	if len(errs) > 0 {
+		return c, errors.Join(errs...)
+	}
+	def := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	def(&c.Size, 256)
+	def(&c.Batch, 1000)
+	def(&c.MaxQueued, 2048)
+	def(&c.Rate, 1000)
+	def(&c.Repeat, 10)
+	def(&c.Publishers, 1)
+	def(&c.Rounds, 1)
+	if c.Timeout == 0 {
+		c.Timeout = 5 * time.Minute
+	}
+	switch c.Scenario {
+	case ScenarioFanout:
+		def(&c.Subscribers, 64)
+		def(&c.Events, 20000)
+	case ScenarioLatency:
+		def(&c.Subscribers, 64)
+		if c.Duration == 0 {
+			c.Duration = 10 * time.Second
+		}
+		c.Events = max(1, int(float64(c.Rate)*c.Duration.Seconds()))
+	case ScenarioIdle:
+		def(&c.Subscribers, 2000)
+		if c.Duration == 0 {
+			c.Duration = 3 * time.Second
+		}
+	case ScenarioReplay:
+		c.Subscribers = 1
+	case ScenarioPublish:
+		c.Subscribers = 1
+		def(&c.Events, 10000)
+	default:
+		return c, fmt.Errorf("bench: unknown scenario %q: want one of fanout, latency, idle, replay, publish", c.Scenario)
+	}
+	if c.BaselineOnly {
+		c.Baseline = true
+	}
+	if c.Baseline && c.Scenario != ScenarioFanout && c.Scenario != ScenarioLatency {
+		return c, fmt.Errorf("bench: --baseline applies to fanout and latency, not %s", c.Scenario)
+	}
+	if c.Size < 16 {
+		return c, fmt.Errorf("bench: size must be at least 16 bytes, got %d", c.Size)
+	}
+	if c.Batch > 1000 {
+		return c, fmt.Errorf("bench: batch must be at most 1000 (the daemon's limit), got %d", c.Batch)
+	}
+	return c, nil
+}

@@ -1,0 +1,42 @@
+// Package bench is the load tool behind "localbus bench": it drives a running
+// daemon over its Unix socket or loopback TCP with scenarios that measure
+// fan-out throughput, publish-to-deliver latency, memory per idle stream,
+// replay time and publish requests per second, and checks that every
+// subscriber got every event once, in order.
+//
+// Start with [Run], which takes a [Config] and returns a [Report]; print it
+// with [Report.WriteTable] or encode it as JSON.
+//
+// # Scenarios
+//
+//   - fanout: S subscribers, E events of P bytes published in batches of B.
+//     The publisher keeps at most a window of events ahead of the slowest
+//     subscriber, so no queue overflows and the figure is delivered events
+//     per second, S×E over the time from the first publish to the last
+//     delivery.
+//   - latency: events published one per request at a fixed rate R for a
+//     duration D. Each event carries the time it was due, and latency is
+//     measured from that time, so a publisher that falls behind shows in
+//     the figures instead of hiding (no coordinated omission).
+//   - idle: C subscribers that receive nothing; the daemon's resident memory
+//     per stream, read from /proc/PID/status.
+//   - replay: a new subscriber resuming from 0 on a full ring; the time until
+//     stream:replayed.
+//   - publish: single-event publish requests per second with one subscriber.
+//
+// # Baseline
+//
+// With Config.Baseline, fanout and latency also run through a bare
+// in-process server on a Unix socket in a temporary directory: each event is
+// encoded once and written to every subscriber with one write per batch, the
+// machine's limit for that wire format. The same clients read both, so the
+// daemon's figures are printed as ratios to the baseline of the same run.
+//
+// # Clients
+//
+// The subscribers are minimal raw clients, not the Go client: SSE over
+// HTTP/1.1 (chunked or close-delimited) and WebSocket (RFC 6455), parsing only
+// what the check needs, so that the client's own cost stays small next to
+// the server's. They reconnect with Last-Event-ID after stream:lagged or
+// stream:closed, as a real client would, and count it.
+package bench

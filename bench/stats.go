@@ -1,0 +1,114 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Percentiles summarise a set of durations, in milliseconds.
+type Percentiles struct {
+	Count int     `json:"count"`
+	Min   float64 `json:"min"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P99   float64 `json:"p99"`
+	P999  float64 `json:"p999"`
+	Max   float64 `json:"max"`
+	Mean  float64 `json:"mean"`
+}
+
+// percentiles sorts ns (durations in nanoseconds) and summarises them.
+func percentiles(ns []int64) *Percentiles {
+	if len(ns) == 0 {
+		return &Percentiles{}
+	}
+	slices.Sort(ns)
+	at := func(q float64) float64 {
+		i := int(q*float64(len(ns))+0.5) - 1
+		i = max(0, min(i, len(ns)-1))
+		return ms(ns[i])
+	}
+	var sum float64
+	for _, v := range ns {
+		sum += float64(v)
+	}
+	return &Percentiles{
+		Count: len(ns), Min: ms(ns[0]), P50: at(0.50), P90: at(0.90), P99: at(0.99), P999: at(0.999),
+		Max: ms(ns[len(ns)-1]), Mean: sum / float64(len(ns)) / 1e6,
+	}
+}
+
+func ms(ns int64) float64 { return float64(ns) / float64(time.Millisecond) }
+
+// Memory is a process's resident memory, from /proc/PID/status, in KiB.
+type Memory struct {
+	PID int `json:"pid"`
+	// BeforeKiB is VmRSS before the scenario opened its streams.
+	BeforeKiB int64 `json:"beforeKiB"`
+	// AfterKiB is VmRSS with the streams open and settled.
+	AfterKiB int64 `json:"afterKiB"`
+	// PeakKiB is the highest VmRSS sampled during the scenario.
+	PeakKiB int64 `json:"peakKiB"`
+	// PerStreamKiB is (AfterKiB − BeforeKiB) / streams, for idle.
+	PerStreamKiB float64 `json:"perStreamKiB,omitempty"`
+}
+
+// readRSS returns a process's VmRSS in KiB.
+func readRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := sc.Bytes()
+		if v, ok := bytes.CutPrefix(line, []byte("VmRSS:")); ok {
+			v = bytes.TrimSpace(bytes.TrimSuffix(bytes.TrimSpace(v), []byte("kB")))
+			return strconv.ParseInt(string(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("bench: no VmRSS in /proc/%d/status", pid)
+}
+
+// rssSampler samples a process's RSS until stopped, keeping the peak.
+type rssSampler struct {
+	pid  int
+	stop chan struct{}
+	done chan struct{}
+	peak int64
+}
+
+func sampleRSS(pid int, every time.Duration) *rssSampler {
+	s := &rssSampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			if v, err := readRSS(pid); err == nil && v > s.peak {
+				s.peak = v
+			}
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+// Stop stops sampling and returns the peak, in KiB.
+func (s *rssSampler) Stop() int64 {
+	close(s.stop)
+	<-s.done
+	if v, err := readRSS(s.pid); err == nil && v > s.peak {
+		s.peak = v
+	}
+	return s.peak
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/localbus/localbus/bench"
+	"github.com/localbus/localbus/ipc/client"
+)
+
+// benchCommand is "localbus bench": load a running daemon and report what
+// it delivers, next to this machine's limit with --baseline.
+func benchCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "bench",
+		Usage: "measure a running daemon: fan-out, latency, memory per stream, replay, publish",
+		Description: `Runs one scenario against the daemon and checks that every subscriber got
+every event once, in order:
+
+  fanout   S subscribers, E events of P bytes published in batches
+  latency  events published one per request at R per second for D
+  idle     C idle streams; the daemon's resident memory per stream
+  replay   a new subscriber resuming from 0 on a full ring
+  publish  single-event publish requests per second, one subscriber
+
+--baseline runs fanout or latency through a bare in-process server too, and
+prints the daemon's figures as ratios to it. The bench uses a session of its
+own, created and deleted for the run. Exits 1 when a check fails.`,
+		OnUsageError: onUsageError,
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "scenario", Value: bench.ScenarioFanout, Usage: "fanout, latency, idle, replay or publish"},
+			&cli.StringFlag{Name: "transport", Value: bench.TransportSSE, Usage: "sse or ws"},
+			&cli.IntFlag{Name: "subscribers", Aliases: []string{"S", "C"}, Usage: "subscribers (fanout, latency: 64) or idle streams (idle: 2000)"},
+			&cli.IntFlag{Name: "events", Aliases: []string{"E"}, Usage: "events to publish (fanout: 20000, publish: 10000)"},
+			&cli.IntFlag{Name: "size", Aliases: []string{"P"}, Value: 256, Usage: "bytes of each event's data"},
+			&cli.IntFlag{Name: "batch", Value: 1000, Usage: "events per publish request (fanout, replay)"},
+			&cli.IntFlag{Name: "window", Usage: "fanout: most events published ahead of the slowest subscriber (default: two batches within the queue limits; -1: no flow control)"},
+			&cli.IntFlag{Name: "max-queued", Value: 2048, Usage: "fanout: the ?maxQueued= each subscriber asks for"},
+			&cli.IntFlag{Name: "rate", Aliases: []string{"R"}, Value: 1000, Usage: "latency: events per second"},
+			&cli.DurationFlag{Name: "duration", Aliases: []string{"D"}, Usage: "latency: how long to publish (10s); idle: how long to hold the streams before measuring (3s)"},
+			&cli.IntFlag{Name: "repeat", Value: 10, Usage: "replay: resumes to time"},
+			&cli.IntFlag{Name: "publishers", Value: 1, Usage: "publish: concurrent connections"},
+			&cli.IntFlag{Name: "rounds", Value: 1, Usage: "run the scenario this many times, alternating daemon and baseline, and report each one's best round"},
+			&cli.BoolFlag{Name: "baseline", Usage: "also run through bare in-process Unix socket writes and print ratios (fanout, latency)"},
+			&cli.BoolFlag{Name: "baseline-only", Usage: "run the baseline alone, without a daemon"},
+			&cli.StringFlag{Name: "session", Usage: "the session `ID` to use (default: a new bench-… session, deleted after)"},
+			&cli.BoolFlag{Name: "keep-session", Usage: "do not delete the sessions the bench created"},
+			&cli.IntFlag{Name: "pid", Usage: "the daemon's process id, for its memory (default: the socket's peer)"},
+			&cli.DurationFlag{Name: "timeout", Usage: "bound the whole run (default 5m)"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress lines on stderr"},
+			jsonFlag("print the report as JSON"),
+		}, connFlags()...),
+		Action: runBench,
+	}
+}
+
+func runBench(c *cli.Context) error {
+	if err := checkArgs(c, 0, 0, "no arguments"); err != nil {
+		return err
+	}
+	cfg := bench.Config{
+		Socket: c.String("socket"), URL: c.String("url"), Key: c.String("key"),
+		Scenario: c.String("scenario"), Transport: c.String("transport"),
+		Subscribers: c.Int("subscribers"), Events: c.Int("events"), Size: c.Int("size"),
+		Batch: c.Int("batch"), Window: c.Int("window"), MaxQueued: c.Int("max-queued"),
+		Rate: c.Int("rate"), Duration: c.Duration("duration"), Repeat: c.Int("repeat"),
+		Publishers: c.Int("publishers"), Rounds: c.Int("rounds"), Baseline: c.Bool("baseline"), BaselineOnly: c.Bool("baseline-only"),
+		Session: c.String("session"), KeepSession: c.Bool("keep-session"), PID: c.Int("pid"),
+		Timeout: c.Duration("timeout"),
+	}
+	if cfg.Socket == "" && cfg.URL == "" {
+		cfg.Socket = client.DefaultSocketPath()
+	}
+	if !c.Bool("quiet") {
+		cfg.Progress = c.App.ErrWriter
+	}
+	rep, err := bench.Run(c.Context, cfg)
+	if err != nil {
+		return benchError(c, err)
+	}
+	if err := writeBenchReport(c.App.Writer, rep, c.Bool("json")); err != nil {
+		return err
+	}
+	if !rep.OK() {
+		return exitError{exitUsage, fmt.Errorf("%w: %s", bench.ErrCheckFailed, rep.Problem())}
+	}
+	return nil
+}
+
+func writeBenchReport(w io.Writer, rep *bench.Report, asJSON bool) error {
+	if !asJSON {
+		return rep.WriteTable(w)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// benchError maps a failed run to the exit codes of the other commands.
+func benchError(c *cli.Context, err error) error {
+	var ue *bench.UnreachableError
+	var se *bench.StatusError
+	var ce *bench.ConfigError
+	switch {
+	case errors.As(err, &ce):
+		return usagef(c, "%v", strings.TrimPrefix(err.Error(), "bench: "))
+	case errors.As(err, &ue):
+		return exitError{exitUnreachable, fmt.Errorf("cannot reach the daemon at %s: %v; is it running?", strings.TrimPrefix(ue.Addr, "unix:"), rootCause(ue.Err))}
+	case errors.As(err, &se) && (se.Status == http.StatusUnauthorized || se.Status == http.StatusForbidden):
+		return exitError{exitRefused, fmt.Errorf("refused by the daemon: %v; pass a key with --key or LOCALBUS_KEY", err)}
+	}
+	return exitError{exitUsage, err}
+}
