@@ -138,14 +138,18 @@ type Handler struct {
 	opts     atomic.Pointer[Options]
 	ready    atomic.Bool
 	draining atomic.Bool
-	streams  sync.WaitGroup
-	open     atomic.Int64 // streams open now, for MaxStreams
-	metrics  *metrics
+	// drainCtx is cancelled by Drain: streaming publishes stop reading.
+	drainCtx    context.Context
+	drainCancel context.CancelFunc
+	streams     sync.WaitGroup
+	open        atomic.Int64 // streams open now, for MaxStreams
+	metrics     *metrics
 }
 
 // New returns a Handler serving the routes of SPEC §6 over opts.Hub.
 func New(opts Options) *Handler {
 	h := &Handler{mux: http.NewServeMux()}
+	h.drainCtx, h.drainCancel = context.WithCancel(context.Background())
 	h.SetOptions(opts)
 	h.metrics = newMetrics(h)
 	h.ready.Store(true)
@@ -175,11 +179,13 @@ func (h *Handler) options() *Options { return h.opts.Load() }
 // SetReady sets what /readyz answers.
 func (h *Handler) SetReady(ready bool) { h.ready.Store(ready) }
 
-// Drain makes the handler refuse new streams with 503 from now on; the
-// daemon calls it when it begins to shut down, before ending the open ones.
+// Drain makes the handler refuse new streams with 503 from now on, and
+// ends streaming publishes after the lines they have read; the daemon
+// calls it when it begins to shut down, before ending the open streams.
 func (h *Handler) Drain() {
 	h.draining.Store(true)
 	h.ready.Store(false)
+	h.drainCancel()
 }
 
 // Wait blocks until every stream the handler serves has returned, or ctx

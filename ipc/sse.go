@@ -1,6 +1,7 @@
 package ipc
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"sync"
@@ -12,29 +13,40 @@ import (
 var (
 	sseRetry = []byte("retry: " + strconv.Itoa(RetryMs) + "\n\n")
 	ssePing  = []byte(": ping\n\n")
+	crlf     = []byte("\r\n")
+	// lastChunk ends a chunked body: the zero-length chunk and no trailer.
+	lastChunk = []byte("0\r\n\r\n")
 )
 
-// writeBuf is a stream writer's coalescing buffer. Buffers are pooled, so an
-// idle stream holds none.
+// writeBuf is a stream writer's scratch space for one wake-up: the frames
+// it took, the buffers it hands to writev, and the coalescing copy where
+// writev is not used. Buffers are pooled, so an idle stream holds none.
 type writeBuf struct {
-	b      []byte
 	frames []*bus.Frame
+	bufs   [][]byte
+	iov    iovecs
+	b      []byte
+	hdr    [24]byte
 }
 
-var writeBufPool = sync.Pool{New: func() any { return &writeBuf{b: make([]byte, 0, 16<<10)} }}
+var writeBufPool = sync.Pool{New: func() any { return new(writeBuf) }}
 
-// maxPooledBuf is the largest buffer returned to the pool; a burst's larger
-// buffer is left to the garbage collector.
-const maxPooledBuf = 256 << 10
+// Pool limits: a burst's larger scratch space is left to the garbage
+// collector rather than kept.
+const (
+	maxPooledBuf    = 256 << 10
+	maxPooledFrames = 4096
+)
 
 func getWriteBuf() *writeBuf { return writeBufPool.Get().(*writeBuf) }
 
 func putWriteBuf(wb *writeBuf) {
-	if cap(wb.b) > maxPooledBuf || cap(wb.frames) > 4096 {
+	if cap(wb.b) > maxPooledBuf || cap(wb.frames) > maxPooledFrames || cap(wb.bufs) > maxPooledFrames+4 {
 		return
 	}
 	clear(wb.frames)
-	wb.b, wb.frames = wb.b[:0], wb.frames[:0]
+	clear(wb.bufs)
+	wb.b, wb.frames, wb.bufs = wb.b[:0], wb.frames[:0], wb.bufs[:0]
 	writeBufPool.Put(wb)
 }
 
@@ -45,13 +57,40 @@ func setSSEHeaders(hd http.Header) {
 	hd.Set("X-Accel-Buffering", "no")
 }
 
-// runSSE serves a stream as Server-Sent Events (SPEC §3.2). sub is nil when
-// the subscription was refused, and refusal is then the terminal frame to
-// send. Each wake-up writes every queued frame in one write and one flush.
-func (h *Handler) runSSE(w http.ResponseWriter, r *http.Request, sub *bus.Subscription, refusal *bus.Frame) {
+// runSSE serves a stream as Server-Sent Events (SPEC §3.2) and calls done
+// once the stream is over. sub is nil when the subscription was refused,
+// and refusal is then the terminal frame to send.
+//
+// On an HTTP/1 connection it takes the connection over from net/http and
+// returns at once, leaving the stream to a goroutine of its own (see
+// sseConn), so that the server's per-connection buffers and goroutine are
+// released while the stream lasts; done is called from that goroutine.
+// Elsewhere it streams through the ResponseWriter until the stream ends.
+func (h *Handler) runSSE(w http.ResponseWriter, r *http.Request, sub *bus.Subscription, refusal *bus.Frame, done func()) {
 	o := h.options()
-	rc := http.NewResponseController(w)
 	setSSEHeaders(w.Header())
+	if sub != nil && r.ProtoMajor == 1 {
+		s, err := hijackSSE(w, r)
+		if err == nil {
+			go func() {
+				defer done()
+				s.serve(sub, o)
+			}()
+			return
+		}
+		if !errors.Is(err, http.ErrNotSupported) {
+			done()
+			return
+		}
+	}
+	defer done()
+	h.streamSSE(w, r, sub, refusal, o)
+}
+
+// streamSSE is the stream through net/http: each wake-up writes every
+// queued frame in one write and one flush.
+func (h *Handler) streamSSE(w http.ResponseWriter, r *http.Request, sub *bus.Subscription, refusal *bus.Frame, o *Options) {
+	rc := http.NewResponseController(w)
 	w.WriteHeader(http.StatusOK)
 	if sub == nil {
 		w.Write(sseRetry)
@@ -99,6 +138,151 @@ func (h *Handler) runSSE(w http.ResponseWriter, r *http.Request, sub *bus.Subscr
 			}
 			keepalive.Reset(o.Keepalive)
 		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// sseConn is an SSE stream on a connection taken over from net/http. Its
+// writer sends each wake-up's frames as one chunk with one writev: the
+// chunk header, every frame's shared bytes (no copy), the chunk's CRLF.
+// A second goroutine reads the connection only to notice the client
+// leaving, as net/http's background read would.
+type sseConn struct {
+	conn    vecConn
+	head    []byte // the response head, sent with the first chunk
+	chunked bool   // HTTP/1.1: a chunked body; HTTP/1.0: the body ends at close
+	gone    chan struct{}
+}
+
+// hijackSSE takes the connection over and prepares the response head:
+// the headers set on w, Date, and Connection: close, since the connection
+// cannot go back to net/http for another request after the stream.
+// Anything the client sent after its request is ignored.
+func hijackSSE(w http.ResponseWriter, r *http.Request) (*sseConn, error) {
+	chunked := r.ProtoAtLeast(1, 1)
+	head := make([]byte, 0, 256)
+	if chunked {
+		head = append(head, "HTTP/1.1 200 OK\r\n"...)
+	} else {
+		head = append(head, "HTTP/1.0 200 OK\r\n"...)
+	}
+	hd := w.Header().Clone()
+	hd.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	hd.Set("Connection", "close")
+	if chunked {
+		hd.Set("Transfer-Encoding", "chunked")
+	}
+	hw := headerWriter{b: head}
+	hd.Write(&hw)
+	head = append(hw.b, "\r\n"...)
+
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, err
+	}
+	return &sseConn{conn: newVecConn(conn), head: head, chunked: chunked, gone: make(chan struct{})}, nil
+}
+
+// headerWriter collects http.Header.Write's output.
+type headerWriter struct{ b []byte }
+
+func (hw *headerWriter) Write(p []byte) (int, error) {
+	hw.b = append(hw.b, p...)
+	return len(p), nil
+}
+
+// serve writes the stream until it ends, the client leaves or a write
+// fails, then closes the connection.
+func (s *sseConn) serve(sub *bus.Subscription, o *Options) {
+	go s.watch()
+	defer func() {
+		s.conn.Close()
+		<-s.gone
+	}()
+	keepalive := time.NewTimer(o.Keepalive)
+	defer keepalive.Stop()
+	first := true
+	for {
+		wb := getWriteBuf()
+		var ended bool
+		wb.frames, ended = sub.Take(wb.frames)
+		n := len(wb.frames)
+		err := s.write(wb, first, ended, nil, o.WriteTimeout)
+		putWriteBuf(wb)
+		first = false
+		if err != nil || ended {
+			return
+		}
+		if n > 0 {
+			keepalive.Reset(o.Keepalive)
+		}
+		select {
+		case <-sub.Ready():
+		case <-keepalive.C:
+			wb := getWriteBuf()
+			err := s.write(wb, false, false, ssePing, o.WriteTimeout)
+			putWriteBuf(wb)
+			if err != nil {
+				return
+			}
+			keepalive.Reset(o.Keepalive)
+		case <-s.gone:
+			return
+		}
+	}
+}
+
+// write sends one chunk: the head and retry: line first, then extra or
+// the frames in wb, then the last chunk when the stream ended.
+func (s *sseConn) write(wb *writeBuf, first, ended bool, extra []byte, timeout time.Duration) error {
+	size := len(extra)
+	if first {
+		size += len(sseRetry)
+	}
+	for _, f := range wb.frames {
+		size += len(f.SSE())
+	}
+	bufs := wb.bufs[:0]
+	if first {
+		bufs = append(bufs, s.head)
+	}
+	if s.chunked && size > 0 {
+		hdr := strconv.AppendInt(wb.hdr[:0], int64(size), 16)
+		bufs = append(bufs, append(hdr, '\r', '\n'))
+	}
+	if first {
+		bufs = append(bufs, sseRetry)
+	}
+	if extra != nil {
+		bufs = append(bufs, extra)
+	}
+	for _, f := range wb.frames {
+		bufs = append(bufs, f.SSE())
+	}
+	if s.chunked {
+		if size > 0 {
+			bufs = append(bufs, crlf)
+		}
+		if ended {
+			bufs = append(bufs, lastChunk)
+		}
+	}
+	wb.bufs = bufs
+	if len(bufs) == 0 {
+		return nil
+	}
+	s.conn.SetWriteDeadline(time.Now().Add(timeout))
+	return s.conn.writeBuffers(bufs, wb)
+}
+
+// watch reads the connection until the client closes it (or shuts down
+// its side), or serve closes it, and then closes gone.
+func (s *sseConn) watch() {
+	defer close(s.gone)
+	buf := make([]byte, 64)
+	for {
+		if _, err := s.conn.Read(buf); err != nil {
 			return
 		}
 	}

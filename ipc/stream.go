@@ -171,14 +171,22 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 		return
 	}
 	h.streams.Add(1)
-	defer h.streams.Done()
 	n := h.open.Add(1)
-	defer h.open.Add(-1)
 	var sub *bus.Subscription
+	// done ends the stream's bookkeeping. The transport calls it once the
+	// stream is over, which may be after this handler has returned: a
+	// stream on a taken-over connection outlives its request.
+	done := func() {
+		if sub != nil {
+			sub.Close()
+		}
+		h.open.Add(-1)
+		h.streams.Done()
+	}
 	if o.MaxStreams > 0 && n > int64(o.MaxStreams) {
 		err = bus.ErrSubscriberLimit
 	} else {
-		// The subscription lives as long as this request: the transport closes it.
+		// The subscription lives as long as the stream: done closes it.
 		sub, err = b.Subscribe(nil, opts)
 	}
 	switch {
@@ -186,11 +194,11 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 		// Refused after the response could begin: the reason goes in-band.
 		sub = nil
 	case err != nil:
+		done()
 		writeError(w, err)
 		return
 	}
 	if sub != nil {
-		defer sub.Close()
 		if h.draining.Load() {
 			// Shutdown began while this stream was being set up, and may
 			// already have ended the others: end this one the same way.
@@ -205,8 +213,8 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 	}
 	switch kind {
 	case kindSSE:
-		h.runSSE(w, r, sub, refusal)
+		h.runSSE(w, r, sub, refusal, done)
 	case kindWS:
-		h.runWS(w, r, sub, refusal)
+		h.runWS(w, r, sub, refusal, done)
 	}
 }

@@ -34,27 +34,42 @@ func closeFor(end bus.EndReason) (websocket.StatusCode, string) {
 // envelope, control frames read by a second goroutine, pings every
 // keepalive. sub is nil when the subscription was refused, and refusal is
 // then the terminal frame to send before closing with 1013.
-func (h *Handler) runWS(w http.ResponseWriter, r *http.Request, sub *bus.Subscription, refusal *bus.Frame) {
+//
+// Once the upgrade is done the stream runs in goroutines of its own and
+// runWS returns, so that net/http releases the connection's buffers and
+// goroutine; done is called when the stream is over. The connection
+// coder/websocket writes to is a wsConn, which lets the writer send every
+// frame of a wake-up in one write.
+func (h *Handler) runWS(w http.ResponseWriter, r *http.Request, sub *bus.Subscription, refusal *bus.Frame, done func()) {
 	o := h.options()
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	hw := &wsHijacker{ResponseWriter: w}
+	c, err := websocket.Accept(hw, r, &websocket.AcceptOptions{
 		Subprotocols: []string{Subprotocol},
 		// Origin is checked by the authenticator, before the upgrade, with
 		// the daemon's own policy (SPEC §7).
 		InsecureSkipVerify: true,
 	})
 	if err != nil {
+		done()
 		return // Accept answered the request
 	}
-	defer c.CloseNow()
-	if sub == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), o.WriteTimeout)
-		defer cancel()
-		if c.Write(ctx, websocket.MessageText, refusal.JSON()) == nil {
-			c.Close(websocket.StatusTryAgainLater, "subscriber limit")
+	go func() {
+		defer done()
+		defer c.CloseNow()
+		if sub == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), o.WriteTimeout)
+			defer cancel()
+			if c.Write(ctx, websocket.MessageText, refusal.JSON()) == nil {
+				c.Close(websocket.StatusTryAgainLater, "subscriber limit")
+			}
+			return
 		}
-		return
-	}
+		h.serveWS(c, hw.conn, sub, o)
+	}()
+}
 
+// serveWS runs an accepted stream until it ends or the connection fails.
+func (h *Handler) serveWS(c *websocket.Conn, wc *wsConn, sub *bus.Subscription, o *Options) {
 	c.SetReadLimit(MaxControlFrame)
 	// Not r.Context(): the request is over once the connection is hijacked.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -74,7 +89,7 @@ func (h *Handler) runWS(w http.ResponseWriter, r *http.Request, sub *bus.Subscri
 		<-readerDone
 	}()
 
-	if end, ok := h.writeWS(ctx, c, sub, replies, o); ok {
+	if end, ok := h.writeWS(ctx, c, wc, sub, replies, o); ok {
 		code, reason := closeFor(end)
 		c.Close(code, reason)
 	}
@@ -104,14 +119,14 @@ func readControl(ctx context.Context, c *websocket.Conn, sub *bus.Subscription, 
 
 // writeWS writes frames and replies until the stream ends (ok, with why) or
 // the connection fails (not ok).
-func (h *Handler) writeWS(ctx context.Context, c *websocket.Conn, sub *bus.Subscription, replies <-chan []byte, o *Options) (end bus.EndReason, ok bool) {
+func (h *Handler) writeWS(ctx context.Context, c *websocket.Conn, wc *wsConn, sub *bus.Subscription, replies <-chan []byte, o *Options) (end bus.EndReason, ok bool) {
 	keepalive := time.NewTimer(o.Keepalive)
 	defer keepalive.Stop()
 	for {
 		wb := getWriteBuf()
 		var ended bool
 		wb.frames, ended = sub.Take(wb.frames)
-		err := writeFrames(ctx, c, wb.frames, o.WriteTimeout)
+		err := writeFrames(c, wc, wb.frames, o.WriteTimeout)
 		n := len(wb.frames)
 		putWriteBuf(wb)
 		if err != nil {
@@ -143,18 +158,24 @@ func (h *Handler) writeWS(ctx context.Context, c *websocket.Conn, sub *bus.Subsc
 	}
 }
 
-func writeFrames(ctx context.Context, c *websocket.Conn, frames []*bus.Frame, timeout time.Duration) error {
+// writeFrames writes frames as one batch: coder/websocket encodes each
+// message into wc's buffer, and wc sends them all in one write, under the
+// write timeout.
+func writeFrames(c *websocket.Conn, wc *wsConn, frames []*bus.Frame, timeout time.Duration) error {
 	if len(frames) == 0 {
 		return nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	wc.begin(time.Now().Add(timeout))
 	for _, f := range frames {
-		if err := c.Write(wctx, websocket.MessageText, f.JSON()); err != nil {
+		// Writes into the batch do not block on the network: no deadline
+		// here (a context without one costs coder/websocket nothing); the
+		// flush carries it.
+		if err := c.Write(context.Background(), websocket.MessageText, f.JSON()); err != nil {
+			wc.end()
 			return err
 		}
 	}
-	return nil
+	return wc.end()
 }
 
 func writeOne(ctx context.Context, c *websocket.Conn, p []byte, timeout time.Duration) error {

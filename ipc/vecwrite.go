@@ -1,0 +1,44 @@
+package ipc
+
+import (
+	"net"
+	"syscall"
+)
+
+// vecConn writes a list of buffers to a connection in as few system calls
+// as it can: one writev(2) for up to 1024 buffers where the platform and
+// the connection allow it, else one Write of their concatenation. Stream
+// writers hand it the shared bytes of every queued frame, so a wake-up
+// costs one system call and no copy.
+type vecConn struct {
+	net.Conn
+	raw syscall.RawConn // nil: copy into one buffer
+}
+
+func newVecConn(c net.Conn) vecConn {
+	v := vecConn{Conn: c}
+	if canWritev {
+		if sc, ok := c.(syscall.Conn); ok {
+			if raw, err := sc.SyscallConn(); err == nil {
+				v.raw = raw
+			}
+		}
+	}
+	return v
+}
+
+// writeBuffers writes every buffer in order, or fails. wb lends the
+// scratch space (iovecs or the copy) so that nothing is allocated per
+// call. The connection's write deadline applies.
+func (v vecConn) writeBuffers(bufs [][]byte, wb *writeBuf) error {
+	if v.raw != nil {
+		return writev(v.raw, bufs, wb)
+	}
+	b := wb.b[:0]
+	for _, p := range bufs {
+		b = append(b, p...)
+	}
+	wb.b = b
+	_, err := v.Conn.Write(b)
+	return err
+}
