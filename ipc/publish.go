@@ -7,6 +7,8 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/localbus/localbus/bus"
@@ -34,8 +36,54 @@ type PublishReply struct {
 // decodePublish decodes a publish body: one {"type","data"} object, a JSON
 // array of them (at most maxBatch), or with ndjson one object per line. Any
 // event over maxEventBytes is a 413; anything malformed a 400 naming the
-// event. Nothing is published unless every event is valid.
+// event. Nothing is published unless every event is valid. The events'
+// data may share memory with body.
 func decodePublish(body []byte, ndjson bool, maxEventBytes int64, maxBatch int) ([]bus.Event, error) {
+	if events, ok := scanPublish(body, ndjson, maxEventBytes, maxBatch); ok {
+		return events, nil
+	}
+	return decodePublishReference(body, ndjson, maxEventBytes, maxBatch)
+}
+
+// scanPublish is decodePublish's fast path (see publish_scan.go). It only
+// ever succeeds: on any doubt, or any error to report, it returns ok false
+// and the reference decoder decides.
+func scanPublish(body []byte, ndjson bool, maxEventBytes int64, maxBatch int) (events []bus.Event, ok bool) {
+	var raws [][]byte
+	if ndjson {
+		for line := range bytes.Lines(body) {
+			if line = bytes.TrimSpace(line); len(line) > 0 {
+				raws = append(raws, line)
+			}
+		}
+	} else {
+		i := skipSpace(body, 0)
+		switch {
+		case i == len(body):
+			return nil, false
+		case body[i] == '[':
+			if raws, ok = splitArray(body, make([][]byte, 0, 64)); !ok {
+				return nil, false
+			}
+		default:
+			raws = append(raws, bytes.TrimSpace(body))
+		}
+	}
+	if len(raws) == 0 || len(raws) > maxBatch {
+		return nil, false
+	}
+	events = make([]bus.Event, len(raws))
+	for i, raw := range raws {
+		if int64(len(raw)) > maxEventBytes || !scanEvent(raw, &events[i]) || bus.ValidatePublishType(events[i].Type) != nil {
+			return nil, false
+		}
+	}
+	return events, true
+}
+
+// decodePublishReference is decodePublish with encoding/json: the
+// reference for what is accepted, and the source of every error message.
+func decodePublishReference(body []byte, ndjson bool, maxEventBytes int64, maxBatch int) ([]bus.Event, error) {
 	var raws [][]byte
 	if ndjson {
 		for line := range bytes.Lines(body) {
@@ -76,23 +124,38 @@ func decodePublish(body []byte, ndjson bool, maxEventBytes int64, maxBatch int) 
 		if int64(len(raw)) > maxEventBytes {
 			return nil, errorf(http.StatusRequestEntityTooLarge, "event_too_large", "event %d is %d bytes; at most %d", i, len(raw), maxEventBytes)
 		}
-		var pe publishedEvent
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&pe); err != nil {
-			return nil, errorf(http.StatusBadRequest, "invalid_event", "event %d: want {\"type\":\"family:name\",\"data\":…}: %v", i, err)
+		ev, err := decodeEvent(raw)
+		if err != nil {
+			return nil, eventError(err, "event", i)
 		}
-		if dec.More() {
-			return nil, errorf(http.StatusBadRequest, "invalid_event", "event %d: trailing data after the object", i)
-		}
-		if err := bus.ValidatePublishType(pe.Type); err != nil {
-			var ie *bus.InputError
-			errors.As(err, &ie)
-			return nil, errorf(http.StatusBadRequest, "invalid_type", "event %d: %s", i, ie.Error())
-		}
-		events[i] = bus.Event{Type: pe.Type, Data: pe.Data}
+		events[i] = ev
 	}
 	return events, nil
+}
+
+// eventError names the event (or line) an error of decodeEvent is about.
+func eventError(err error, what string, n int) error {
+	e := asError(err)
+	return errorf(e.Status, e.Code, "%s %d: %s", what, n, e.Message)
+}
+
+// decodeEvent decodes one event object with encoding/json.
+func decodeEvent(raw []byte) (bus.Event, error) {
+	var pe publishedEvent
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&pe); err != nil {
+		return bus.Event{}, errorf(http.StatusBadRequest, "invalid_event", "want {\"type\":\"family:name\",\"data\":…}: %v", err)
+	}
+	if dec.More() {
+		return bus.Event{}, errorf(http.StatusBadRequest, "invalid_event", "trailing data after the object")
+	}
+	if err := bus.ValidatePublishType(pe.Type); err != nil {
+		var ie *bus.InputError
+		errors.As(err, &ie)
+		return bus.Event{}, errorf(http.StatusBadRequest, "invalid_type", "%s", ie.Error())
+	}
+	return bus.Event{Type: pe.Type, Data: pe.Data}, nil
 }
 
 // validClientID reports whether a Localbus-Client-Id is 1 to 128 printable
@@ -108,6 +171,12 @@ func validClientID(s string) bool {
 	}
 	return true
 }
+
+// Acknowledgement modes of a streaming publish (?ack=).
+const (
+	ackEnd  = "end"  // one reply when the body ends (the default)
+	ackLine = "line" // an NDJSON reply line per event as it is published
+)
 
 func (h *Handler) servePublish(w http.ResponseWriter, r *http.Request, c Caller) {
 	o := h.options()
@@ -126,6 +195,19 @@ func (h *Handler) servePublish(w http.ResponseWriter, r *http.Request, c Caller)
 		mt, _, _ := mime.ParseMediaType(ct)
 		ndjson = mt == ndjsonType
 	}
+	ack, err := parseAck(r.URL.RawQuery)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if ack != "" && !ndjson {
+		writeError(w, errorf(http.StatusBadRequest, "invalid_ack", "ack applies to a streaming publish: send Content-Type: %s", ndjsonType))
+		return
+	}
+	if ndjson && (r.ContentLength < 0 || ack != "") {
+		h.publishStream(w, r, c, id, originator, ack == ackLine)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, o.MaxBodyBytes))
 	if err != nil {
 		writeError(w, err)
@@ -138,21 +220,65 @@ func (h *Handler) servePublish(w http.ResponseWriter, r *http.Request, c Caller)
 	}
 	for i := range events {
 		if fam := bus.FamilyOf(events[i].Type); !c.Scopes.CanPublish(fam) {
-			h.refuse(w, r, c, errorf(http.StatusForbidden, "forbidden", "event %d: this caller may not publish family %s; nothing was published", i, fam))
+			writeError(w, errorf(http.StatusForbidden, "forbidden", "event %d: this caller may not publish family %s; nothing was published", i, fam))
 			return
 		}
 		events[i].Originator = originator
 	}
-	start := time.Now()
-	first, last, err := o.Hub.Publish(id, events)
-	h.metrics.publishSeconds.Observe(time.Since(start).Seconds())
+	first, last, err := h.publish(id, events)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	reply := PublishReply{IDs: make([]uint64, 0, last-first+1), LastID: last}
+	b := make([]byte, 0, 32+int(last-first+1)*(decimalLen(last)+1))
+	b = append(b, `{"ids":[`...)
 	for n := first; n <= last; n++ {
-		reply.IDs = append(reply.IDs, n)
+		if n > first {
+			b = append(b, ',')
+		}
+		b = strconv.AppendUint(b, n, 10)
 	}
-	writeJSON(w, http.StatusOK, reply)
+	b = append(b, `],"lastId":`...)
+	b = strconv.AppendUint(b, last, 10)
+	b = append(b, "}\n"...)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
+}
+
+// publish publishes a batch and records its latency.
+func (h *Handler) publish(id string, events []bus.Event) (first, last uint64, err error) {
+	start := time.Now()
+	first, last, err = h.options().Hub.Publish(id, events)
+	h.metrics.publishSeconds.Observe(time.Since(start).Seconds())
+	return first, last, err
+}
+
+func decimalLen(n uint64) int {
+	l := 1
+	for n >= 10 {
+		n /= 10
+		l++
+	}
+	return l
+}
+
+// parseAck reads ?ack= of a publish: "" when absent.
+func parseAck(rawQuery string) (string, error) {
+	if rawQuery == "" {
+		return "", nil
+	}
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return "", errorf(http.StatusBadRequest, "invalid_query", "malformed query string")
+	}
+	vs, ok := q["ack"]
+	if !ok {
+		return "", nil
+	}
+	if len(vs) != 1 || (vs[0] != ackEnd && vs[0] != ackLine) {
+		return "", errorf(http.StatusBadRequest, "invalid_ack", "ack must be %q or %q", ackEnd, ackLine)
+	}
+	return vs[0], nil
 }

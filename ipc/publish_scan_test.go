@@ -1,0 +1,91 @@
+package ipc
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// FuzzScanPublish: the fast path of decodePublish never accepts what the
+// reference decoder (encoding/json) refuses, and what it accepts it reads
+// the same: the same types and the same data bytes.
+func FuzzScanPublish(f *testing.F) {
+	for _, seed := range []struct {
+		body   string
+		ndjson bool
+	}{
+		{`{"type":"build:step","data":{"n":1}}`, false},
+		{` [ {"type":"a:b"} , {"data":null,"type":"a:c"} ] `, false},
+		{"{\"type\":\"a:b\"}\n\n{\"type\":\"a:c\",\"data\":[1,-2.5e+3,true,false,null,\"\\u00e9\\n\"]}\r\n", true},
+		{`{"type":"a:b","data":{"a":{"b":[{}]}},"data":1}`, false},
+		{`{"Type":"a:b"}`, false},
+		{`{"type":"a:\u0062"}`, false},
+		{`{"type":"a:b","data":01}`, false},
+		{`{"type":"a:b","data":1.}`, false},
+		{`{"type":"a:b","data":"\x"}`, false},
+		{`{"type":"a:b","data":[1,]}`, false},
+		{`{"type":"a:b",}`, false},
+		{`[{"type":"a:b"}]x`, false},
+		{"{\"type\":\"a:b\",\"data\":\"\t\"}", false},
+		{`{}`, false},
+		{`[]`, false},
+	} {
+		f.Add([]byte(seed.body), seed.ndjson)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, ndjson bool) {
+		const maxEventBytes = 1 << 10
+		fast, ok := scanPublish(body, ndjson, maxEventBytes, DefaultMaxBatch)
+		if !ok {
+			return
+		}
+		ref, err := decodePublishReference(body, ndjson, maxEventBytes, DefaultMaxBatch)
+		if err != nil {
+			t.Fatalf("scanPublish(%q) accepted %d events; the reference refuses: %v", body, len(fast), err)
+		}
+		if len(fast) != len(ref) {
+			t.Fatalf("scanPublish(%q) = %d events, reference %d", body, len(fast), len(ref))
+		}
+		for i := range fast {
+			if fast[i].Type != ref[i].Type || !bytes.Equal(fast[i].Data, ref[i].Data) {
+				t.Fatalf("scanPublish(%q) event %d = %q %q, reference %q %q", body, i, fast[i].Type, fast[i].Data, ref[i].Type, ref[i].Data)
+			}
+		}
+	})
+}
+
+// TestScanPublishTakesTheCommonBodies pins that the fast path, not the
+// reference decoder, reads what clients usually send.
+func TestScanPublishTakesTheCommonBodies(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		body   string
+		ndjson bool
+		n      int
+	}{
+		{"one event", `{"type":"build:step","data":{"n":3,"s":"x\"y","f":[1.5e3,-0,true,null]}}`, false, 1},
+		{"no data", `{"type":"a:b"}`, false, 1},
+		{"array with white space", "[\n {\"type\": \"a:b\", \"data\": 1},\n {\"data\": \"é\", \"type\": \"a:c\"}\n]\n", false, 2},
+		{"ndjson", "{\"type\":\"a:b\"}\r\n\n{\"type\":\"a:c\",\"data\":{}}", true, 2},
+		{"a thousand", "[" + strings.Repeat(`{"type":"a:b","data":{"pad":"xxxx"}},`, 999) + `{"type":"a:b"}]`, false, 1000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			events, ok := scanPublish([]byte(tc.body), tc.ndjson, 1<<20, DefaultMaxBatch)
+			if !ok || len(events) != tc.n {
+				t.Fatalf("scanPublish = %d events, %v; want %d, true", len(events), ok, tc.n)
+			}
+		})
+	}
+}
+
+// TestScanPublishLeavesErrorsToTheReference pins that every refusal,
+// whatever its kind, comes from the reference decoder with its message.
+func TestScanPublishLeavesErrorsToTheReference(t *testing.T) {
+	for _, body := range []string{
+		`{"type":"a:b","data":{bad}}`, `{"type":"stream:x"}`, `{"type":"a:b","id":1}`, `[` + strings.Repeat(`{"type":"a:b"},`, 1000) + `{"type":"a:b"}]`,
+		`{"type":"a:b","data":"` + strings.Repeat("x", 2000) + `"}`, ``, `[]`,
+	} {
+		if _, ok := scanPublish([]byte(body), false, 1<<10, DefaultMaxBatch); ok {
+			t.Errorf("scanPublish(%.60q) accepted a body the reference refuses", body)
+		}
+	}
+}

@@ -1,0 +1,304 @@
+package ipc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/localbus/localbus/bus"
+)
+
+// Streaming publish (SPEC §6, NDJSON): POST /api/v1/sessions/{id}/events
+// with Content-Type: application/x-ndjson and a body of unknown length
+// (chunked), or with ?ack= on any NDJSON body, publishes the lines as they
+// arrive, so that "producer | localbus publish --session s" costs one
+// request. Each read's complete lines are published together (at most
+// DefaultMaxBatch at a time), so a stream's events are published in order
+// and never wait for the body to end.
+//
+// Each line is its own all-or-nothing unit: a line that is malformed, too
+// large or of a family the caller may not publish stops the stream there;
+// the lines before it stay published, and the reply says which were. Blank
+// lines are skipped, and keep an otherwise quiet stream open: the body may
+// be idle for at most BodyTimeout between reads.
+//
+// With ?ack=end (the default) the reply comes when the body ends: a
+// StreamReply with status 200, or on a failure the JSON error with the
+// same StreamReply as "published" (absent when nothing was). With
+// ?ack=line the reply is NDJSON and streams: {"id":N} per event as soon as
+// it is published, then a StreamReply line at the end, or an error line
+// {"error":{…}}. A failure before any event was published is always a
+// plain JSON error with its status.
+
+// MaxStreamAckIDs is the most ids a StreamReply lists; a longer stream's
+// reply gives only the count and the first and last ids.
+const MaxStreamAckIDs = 1000
+
+// StreamReply is the final acknowledgement of a streaming publish.
+type StreamReply struct {
+	// Count is the number of events published.
+	Count int `json:"count"`
+	// FirstID and LastID are the ids of the first and last events
+	// published (absent when Count is 0). Events other publishers sent to
+	// the session at the same time may have ids between them.
+	FirstID uint64 `json:"firstId,omitempty"`
+	LastID  uint64 `json:"lastId,omitempty"`
+	// IDs lists every id when Count is at most MaxStreamAckIDs.
+	IDs []uint64 `json:"ids,omitempty"`
+}
+
+// streamErrorBody is the reply of a streaming publish that failed after
+// publishing some of its lines.
+type streamErrorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+	Published *StreamReply `json:"published,omitempty"`
+}
+
+// streamBuf is the initial read buffer of a streaming publish; it grows
+// to hold the longest line allowed.
+const streamBuf = 64 << 10
+
+// pubStream is one streaming publish in progress.
+type pubStream struct {
+	h          *Handler
+	w          http.ResponseWriter
+	rc         *http.ResponseController
+	c          Caller
+	id         string
+	originator string
+	lineAcks   bool
+	o          *Options
+
+	reply  StreamReply
+	wrote  bool // the response began (line acks)
+	line   int  // lines read so far, blank ones included
+	events []bus.Event
+	ack    []byte
+}
+
+func (h *Handler) publishStream(w http.ResponseWriter, r *http.Request, c Caller, id, originator string, lineAcks bool) {
+	o := h.options()
+	ps := &pubStream{
+		h: h, w: w, rc: http.NewResponseController(w), c: c, id: id, originator: originator,
+		lineAcks: lineAcks, o: o, events: make([]bus.Event, 0, 64),
+	}
+	if lineAcks {
+		// Acknowledgements go out while the body is still coming.
+		ps.rc.EnableFullDuplex()
+	}
+	// At shutdown, stop reading: what was read is published and
+	// acknowledged, the rest is refused.
+	stop := context.AfterFunc(h.drainCtx, func() { ps.rc.SetReadDeadline(time.Now()) })
+	defer stop()
+	if err := ps.run(r.Body); err != nil {
+		ps.fail(err)
+		return
+	}
+	ps.finish()
+}
+
+// run reads and publishes until the body ends or a line fails.
+func (ps *pubStream) run(body io.Reader) error {
+	maxLine := int(ps.o.MaxEventBytes) + 4096 // room for blanks around the longest event
+	buf := make([]byte, min(streamBuf, maxLine))
+	rd, wr := 0, 0 // buf[rd:wr] is read and not yet processed
+	for {
+		if wr == len(buf) {
+			switch {
+			case rd > 0:
+				wr = copy(buf, buf[rd:wr])
+				rd = 0
+			case len(buf) < maxLine:
+				nb := make([]byte, min(2*len(buf), maxLine))
+				copy(nb, buf[:wr])
+				buf = nb
+			default:
+				return errorf(http.StatusRequestEntityTooLarge, "event_too_large", "line %d is longer than %d bytes", ps.line+1, maxLine)
+			}
+		}
+		n, rerr := body.Read(buf[wr:])
+		wr += n
+		if n > 0 {
+			ps.rc.SetReadDeadline(time.Now().Add(ps.o.BodyTimeout))
+		}
+		// Every complete line, then at the end of the body the last one.
+		for rd < wr {
+			i := bytes.IndexByte(buf[rd:wr], '\n')
+			if i < 0 {
+				if rerr != io.EOF {
+					break
+				}
+				i = wr - rd
+			}
+			raw := bytes.TrimSpace(buf[rd : rd+i])
+			rd = min(rd+i+1, wr)
+			ps.line++
+			if len(raw) == 0 {
+				continue
+			}
+			if err := ps.add(raw); err != nil {
+				if perr := ps.flush(); perr != nil {
+					return perr
+				}
+				return err
+			}
+			if len(ps.events) == DefaultMaxBatch {
+				if err := ps.flush(); err != nil {
+					return err
+				}
+			}
+		}
+		// The events refer to buf: publish them before reading over it.
+		if err := ps.flush(); err != nil {
+			return err
+		}
+		switch {
+		case rerr == io.EOF:
+			return nil
+		case rerr != nil:
+			return ps.readError(rerr)
+		}
+	}
+}
+
+// add decodes one line into the next event.
+func (ps *pubStream) add(raw []byte) error {
+	if int64(len(raw)) > ps.o.MaxEventBytes {
+		return errorf(http.StatusRequestEntityTooLarge, "event_too_large", "line %d is %d bytes; at most %d", ps.line, len(raw), ps.o.MaxEventBytes)
+	}
+	var ev bus.Event
+	if !scanEvent(raw, &ev) || bus.ValidatePublishType(ev.Type) != nil {
+		var err error
+		if ev, err = decodeEvent(raw); err != nil {
+			return eventError(err, "line", ps.line)
+		}
+	}
+	if fam := bus.FamilyOf(ev.Type); !ps.c.Scopes.CanPublish(fam) {
+		return errorf(http.StatusForbidden, "forbidden", "line %d: this caller may not publish family %s", ps.line, fam)
+	}
+	ev.Originator = ps.originator
+	ps.events = append(ps.events, ev)
+	return nil
+}
+
+// flush publishes the events gathered and acknowledges them.
+func (ps *pubStream) flush() error {
+	if len(ps.events) == 0 {
+		return nil
+	}
+	first, last, err := ps.h.publish(ps.id, ps.events)
+	clear(ps.events)
+	ps.events = ps.events[:0]
+	if err != nil {
+		return err
+	}
+	r := &ps.reply
+	if r.Count == 0 {
+		r.FirstID = first
+	}
+	r.LastID = last
+	for n := first; n <= last; n++ {
+		if r.Count < MaxStreamAckIDs {
+			r.IDs = append(r.IDs, n)
+		}
+		r.Count++
+	}
+	if r.Count > MaxStreamAckIDs {
+		r.IDs = nil
+	}
+	if !ps.lineAcks {
+		return nil
+	}
+	ps.begin()
+	b := ps.ack[:0]
+	for n := first; n <= last; n++ {
+		b = append(b, `{"id":`...)
+		b = strconv.AppendUint(b, n, 10)
+		b = append(b, "}\n"...)
+	}
+	ps.ack = b
+	return ps.write(b)
+}
+
+// begin starts a line-acknowledged response.
+func (ps *pubStream) begin() {
+	if ps.wrote {
+		return
+	}
+	ps.wrote = true
+	ps.w.Header().Set("Content-Type", ndjsonType)
+	ps.w.Header().Set("Cache-Control", "no-store")
+	ps.w.WriteHeader(http.StatusOK)
+}
+
+// write sends acknowledgement lines now, under the write timeout: a
+// client that stops reading them is cut off.
+func (ps *pubStream) write(b []byte) error {
+	ps.rc.SetWriteDeadline(time.Now().Add(ps.o.WriteTimeout))
+	if _, err := ps.w.Write(b); err != nil {
+		return errClientGone
+	}
+	if err := ps.rc.Flush(); err != nil {
+		return errClientGone
+	}
+	return nil
+}
+
+// errClientGone stops a stream whose client no longer reads its replies.
+var errClientGone = errors.New("ipc: the client stopped reading the acknowledgements")
+
+// readError turns a failed body read into the error to report.
+func (ps *pubStream) readError(err error) error {
+	if ps.h.draining.Load() {
+		return errorf(http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down: lines after line %d were not read", ps.line)
+	}
+	var e *Error
+	if errors.As(err, &e) && e.Code == "body_timeout" {
+		return errorf(http.StatusRequestTimeout, "body_timeout", "no data for %v after line %d: send a line, or a blank line to keep a quiet stream open, at least every %v", ps.o.BodyTimeout, ps.line, ps.o.BodyTimeout)
+	}
+	return err
+}
+
+// finish sends the final acknowledgement.
+func (ps *pubStream) finish() {
+	if !ps.lineAcks {
+		writeJSON(ps.w, http.StatusOK, &ps.reply)
+		return
+	}
+	ps.begin()
+	b, _ := jsonLine(&ps.reply)
+	ps.write(b)
+}
+
+// fail reports err, with what was published before it.
+func (ps *pubStream) fail(err error) {
+	if errors.Is(err, errClientGone) {
+		return
+	}
+	e := asError(err)
+	var body streamErrorBody
+	body.Error.Code, body.Error.Message = e.Code, e.Message
+	if ps.reply.Count > 0 {
+		body.Published = &ps.reply
+	}
+	if !ps.wrote {
+		writeJSON(ps.w, e.Status, body)
+		return
+	}
+	body.Published = nil // the acknowledgements said it, line by line
+	b, _ := jsonLine(body)
+	ps.write(b)
+}
+
+func jsonLine(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	return append(b, '\n'), err
+}
