@@ -189,7 +189,9 @@ func (b *baseline) publisher(_ context.Context, _ string, size int) (publisher, 
 
 func (p *basePublisher) Close() error { return nil }
 
-func (p *basePublisher) batch(ctx context.Context, n int) (uint64, error) { return p.publish(ctx, n, 0) }
+func (p *basePublisher) batch(ctx context.Context, n int) (uint64, error) {
+	return p.publish(ctx, n, 0)
+}
 
 func (p *basePublisher) one(ctx context.Context, due int64) (uint64, error) {
 	return p.publish(ctx, 1, due)

@@ -65,7 +65,9 @@ type UnreachableError struct {
 	Err  error
 }
 
-func (e *UnreachableError) Error() string { return "bench: cannot reach " + e.Addr + ": " + e.Err.Error() }
+func (e *UnreachableError) Error() string {
+	return "bench: cannot reach " + e.Addr + ": " + e.Err.Error()
+}
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
 // StatusError is a reply with a status the bench did not expect.
@@ -187,4 +189,3 @@ func (e endpoint) call(ctx context.Context, method, path string, body []byte, wa
 	}
 	return reply, nil
 }
-
