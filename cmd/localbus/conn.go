@@ -113,9 +113,12 @@ func clientError(err error) error {
 	var ue *client.UnreachableError
 	var ee *client.EndedError
 	var ae *client.APIError
+	var urlErr *client.URLError
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &urlErr):
+		return exitError{exitUsage, fmt.Errorf("--url %q: want http://HOST:PORT", urlErr.URL)}
 	case errors.As(err, &ue):
 		return exitError{exitUnreachable, fmt.Errorf("cannot reach the daemon: %s; is it running? (start it with 'localbus serve', or point --socket or --url at it)", dialProblem(ue))}
 	case errors.As(err, &ee):

@@ -54,7 +54,7 @@ func (c *Client) init() error {
 		if c.URL != "" {
 			u, err := url.Parse(c.URL)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				c.err = fmt.Errorf("client: URL %q: want http://HOST:PORT", c.URL)
+				c.err = &URLError{URL: c.URL}
 				return
 			}
 			u.Path = strings.TrimSuffix(u.Path, "/")

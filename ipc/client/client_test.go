@@ -164,8 +164,9 @@ func TestMalformedURLIsAnError(t *testing.T) {
 	t.Parallel()
 	for _, u := range []string{"127.0.0.1:8001", "ftp://host", "http://"} {
 		c := &client.Client{URL: u}
-		if _, err := c.Caps(context.Background()); err == nil || !strings.Contains(err.Error(), "want http://HOST:PORT") {
-			t.Errorf("Caps with URL %q = %v, want a URL error", u, err)
+		var ue *client.URLError
+		if _, err := c.Caps(context.Background()); !errors.As(err, &ue) || ue.URL != u {
+			t.Errorf("Caps with URL %q = %v, want a *URLError", u, err)
 		}
 	}
 }

@@ -144,3 +144,14 @@ func (e *EndedError) Error() string {
 
 // Unwrap returns the cause, nil if none.
 func (e *EndedError) Unwrap() error { return e.Err }
+
+// A URLError means Client.URL is not an http:// or https:// URL with a
+// host; every call returns it.
+type URLError struct {
+	URL string
+}
+
+// Error names the URL and what is expected.
+func (e *URLError) Error() string {
+	return fmt.Sprintf("client: URL %q: want http://HOST:PORT", e.URL)
+}
