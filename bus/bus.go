@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -226,10 +227,7 @@ func (b *Bus) publish(events []Event, allowLocalbus bool) (first, last uint64, e
 	if b.closed {
 		return 0, 0, ErrClosed
 	}
-	frames := b.frames[:0]
-	for i, p := range preps {
-		frames = append(frames, p.frame(b.lastID+1+uint64(i)))
-	}
+	frames := buildFrames(b.frames[:0], preps, b.lastID+1)
 	if err := b.store.Append(frames); err != nil {
 		clear(frames)
 		return 0, 0, err
@@ -251,6 +249,11 @@ func (b *Bus) deliverLocked(frames []*Frame) {
 	for _, s := range b.subs {
 		s.mu.Lock()
 		n := len(s.q)
+		if len(frames) > 1 && cap(s.q)-n < len(frames) && s.family == "" && s.filter.Load() == nil {
+			// It takes every frame (or is evicted on the way): grow the
+			// queue once, not once per doubling.
+			s.q = slices.Grow(s.q, min(len(frames), s.maxQueued+1))
+		}
 		for _, f := range frames {
 			if s.end != EndNone {
 				break

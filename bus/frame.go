@@ -122,7 +122,7 @@ func prepare(ev *Event, session string, allowLocalbus bool) (prepared, error) {
 	b.WriteString(`,"data":`)
 	if len(bytes.TrimSpace(ev.Data)) == 0 {
 		b.WriteString("null")
-	} else if err := json.Compact(b, ev.Data); err != nil {
+	} else if err := compactInto(b, ev.Data); err != nil {
 		tailPool.Put(b)
 		return prepared{}, inputError("data", "", "not valid JSON: "+err.Error())
 	}
@@ -153,9 +153,9 @@ func (p prepared) size(id uint64) int {
 	return len("id: ") + idLen + len("\nevent: ") + len(p.typ) + len("\ndata: ") + len(`{"id":`) + idLen + p.tail.Len() + 2
 }
 
-// frame builds the final frame with its id: one allocation for the bytes.
-func (p prepared) frame(id uint64) *Frame {
-	buf := make([]byte, 0, p.size(id))
+// appendFrame appends the final frame's bytes with its id and returns
+// them with the offset of its JSON envelope.
+func (p prepared) appendFrame(buf []byte, id uint64) ([]byte, int) {
 	buf = append(buf, "id: "...)
 	buf = strconv.AppendUint(buf, id, 10)
 	buf = append(buf, "\nevent: "...)
@@ -166,7 +166,42 @@ func (p prepared) frame(id uint64) *Frame {
 	buf = strconv.AppendUint(buf, id, 10)
 	buf = append(buf, p.tail.Bytes()...)
 	buf = append(buf, "\n\n"...)
-	return &Frame{ID: id, Type: p.typ, sse: buf, jsonStart: start}
+	return buf, start
+}
+
+// frameChunk is the most bytes of consecutive frames built in one
+// allocation. Frames of one publish are laid out back to back, so that a
+// writer can send a run of them as one buffer; the chunk bounds what a
+// frame left in the ring can keep alive of its neighbours.
+const frameChunk = 256 << 10
+
+// buildFrames appends to dst the frames of preps with ids from first on.
+func buildFrames(dst []*Frame, preps []prepared, first uint64) []*Frame {
+	fs := make([]Frame, len(preps))
+	var buf []byte
+	for i, p := range preps {
+		id := first + uint64(i)
+		n := p.size(id)
+		if cap(buf)-len(buf) < n {
+			// A new chunk: the rest of the batch, up to frameChunk, or
+			// this one frame if it is larger.
+			c := n
+			for j, q := range preps[i+1:] {
+				qn := q.size(id + 1 + uint64(j))
+				if c+qn > frameChunk {
+					break
+				}
+				c += qn
+			}
+			buf = make([]byte, 0, c)
+		}
+		off := len(buf)
+		var js int
+		buf, js = p.appendFrame(buf, id)
+		fs[i] = Frame{ID: id, Type: p.typ, sse: buf[off:len(buf):len(buf)], jsonStart: js - off}
+		dst = append(dst, &fs[i])
+	}
+	return dst
 }
 
 func decimalLen(n uint64) int {

@@ -22,6 +22,16 @@ func writev(raw syscall.RawConn, bufs [][]byte, wb *writeBuf) error {
 		if len(p) == 0 {
 			continue
 		}
+		if n := len(iov); n > 0 {
+			// Frames of one publish lie back to back (see bus.buildFrames):
+			// a run of them is one buffer to the kernel. Each buffer stays
+			// alive through bufs, whichever iovec starts it.
+			last := &iov[n-1]
+			if unsafe.Add(unsafe.Pointer(last.Base), last.Len) == unsafe.Pointer(&p[0]) {
+				last.SetLen(int(last.Len) + len(p))
+				continue
+			}
+		}
 		v := syscall.Iovec{Base: &p[0]}
 		v.SetLen(len(p))
 		iov = append(iov, v)
