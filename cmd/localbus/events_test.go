@@ -324,7 +324,7 @@ func TestEventsExitCodes(t *testing.T) {
 	}{
 		{"count reached", []string{"--session", "s", "--since", "0", "--count", "1"}, exitOK, ""},
 		{"timeout without count", []string{"--session", "s", "--timeout", "200ms"}, exitOK, ""},
-		{"timeout before count", []string{"--session", "s", "--since", "0", "--count", "2", "--timeout", "300ms"}, exitUsage, "timed out after 300ms with 1 of 2 events"},
+		{"timeout before count", []string{"--session", "s", "--since", "0", "--count", "2", "--timeout", "3s"}, exitUsage, "timed out after 3s with 1 of 2 events"},
 		{"missing session", []string{"--session", "nope"}, exitEnded, `session "nope" does not exist`},
 		{"daemon down", []string{"--socket", nowhere, "--session", "s"}, exitUnreachable, "cannot reach the daemon: no socket at " + nowhere},
 		{"refused", []string{"--socket", refused, "--session", "s"}, exitRefused, "refused by the daemon (401 unauthorized)"},

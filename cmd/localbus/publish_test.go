@@ -14,10 +14,11 @@ import (
 	"github.com/localbus/localbus/ipc/client"
 )
 
-// sessionEvents returns the data of every event of session, in order.
-func sessionEvents(t *testing.T, d *lbtest.Daemon, session string) []string {
+// sessionEvents returns the first n events of session, in order, as
+// "TYPE DATA [by ORIGINATOR]".
+func sessionEvents(t *testing.T, d *lbtest.Daemon, session string, n int) []string {
 	t.Helper()
-	r := runBin(t, "", "events", "--socket", d.Socket, "--session", session, "--since", "0", "--raw", "--timeout", "500ms")
+	r := runBin(t, "", "events", "--socket", d.Socket, "--session", session, "--since", "0", "--raw", "--count", strconv.Itoa(n))
 	if r.code != 0 {
 		t.Fatalf("events: exit %d, stderr %q", r.code, r.stderr)
 	}
@@ -65,7 +66,7 @@ func TestPublishFromArgumentsAndStdin(t *testing.T) {
 		}
 	}
 	want := []string{`build:step {"n":1}`, "build:step null", `build:step {"n":3}`, "build:done true by ci-7", "build:done false"}
-	if got := sessionEvents(t, d, "s"); strings.Join(got, "\n") != strings.Join(want, "\n") {
+	if got := sessionEvents(t, d, "s", len(want)); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("session s holds\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
