@@ -297,7 +297,9 @@ func (s *Stream) connect(ctx context.Context) error {
 		start, err = s.dialSSE(connCtx)
 	}
 	if !stop() && err == nil {
-		err = ctx.Err() // aborted just as it opened: start was not run
+		// Aborted just as it opened: release the connection at once.
+		start(connCtx, nil)
+		err = ctx.Err()
 	}
 	if err != nil {
 		cancel()
