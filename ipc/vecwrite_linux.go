@@ -17,30 +17,19 @@ type iovecs = []syscall.Iovec
 // waiting through the poller (which applies the write deadline) while the
 // socket is full.
 func writev(raw syscall.RawConn, bufs [][]byte, wb *writeBuf) error {
-	iov := wb.iov[:0]
+	total := 0
 	for _, p := range bufs {
-		if len(p) == 0 {
-			continue
-		}
-		if n := len(iov); n > 0 {
-			// Frames of one publish lie back to back (see bus.buildFrames):
-			// a run of them is one buffer to the kernel. Each buffer stays
-			// alive through bufs, whichever iovec starts it.
-			last := &iov[n-1]
-			if unsafe.Add(unsafe.Pointer(last.Base), last.Len) == unsafe.Pointer(&p[0]) {
-				last.SetLen(int(last.Len) + len(p))
-				continue
-			}
-		}
-		v := syscall.Iovec{Base: &p[0]}
-		v.SetLen(len(p))
-		iov = append(iov, v)
+		total += len(p)
 	}
-	wb.iov = iov
-	defer clear(iov) // drop the pointers to the frames
+	done := 0
+	iov := fillIovecs(wb.iov[:0], bufs, 0)
+	defer func() {
+		clear(wb.iov[:cap(wb.iov)]) // drop the pointers to the frames
+		wb.iov = wb.iov[:0]
+	}()
 	var werr error
 	err := raw.Write(func(fd uintptr) bool {
-		for len(iov) > 0 {
+		for done < total {
 			n := min(len(iov), maxIovecs)
 			r, _, e := syscall.Syscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(n))
 			switch e {
@@ -53,27 +42,45 @@ func writev(raw syscall.RawConn, bufs [][]byte, wb *writeBuf) error {
 				werr = e
 				return true
 			}
-			iov = advance(iov, int(r))
+			done += int(r)
+			if done < total {
+				// A partial write: start again from the first byte not
+				// written, from the Go slices (an iovec may span frames, so
+				// no pointer arithmetic on it).
+				iov = fillIovecs(iov[:0], bufs, done)
+			}
 		}
 		return true
 	})
+	wb.iov = iov
 	if err != nil {
 		return err
 	}
 	return werr
 }
 
-// advance drops the first n written bytes from iov.
-func advance(iov []syscall.Iovec, n int) []syscall.Iovec {
-	for n > 0 && len(iov) > 0 {
-		l := int(iov[0].Len)
-		if n < l {
-			iov[0].Base = (*byte)(unsafe.Add(unsafe.Pointer(iov[0].Base), n))
-			iov[0].SetLen(l - n)
-			return iov
+// fillIovecs appends iovecs for bufs, skipping their first skip bytes.
+// Frames of one publish lie back to back (see bus.buildFrames), so a run
+// of them becomes one iovec: one buffer for the kernel to copy. Every
+// buffer stays alive through bufs, whichever iovec starts it.
+func fillIovecs(iov []syscall.Iovec, bufs [][]byte, skip int) []syscall.Iovec {
+	for _, p := range bufs {
+		if skip >= len(p) {
+			skip -= len(p)
+			continue
 		}
-		n -= l
-		iov = iov[1:]
+		p = p[skip:]
+		skip = 0
+		if n := len(iov); n > 0 {
+			last := &iov[n-1]
+			if uintptr(unsafe.Pointer(last.Base))+uintptr(last.Len) == uintptr(unsafe.Pointer(&p[0])) {
+				last.SetLen(int(last.Len) + len(p))
+				continue
+			}
+		}
+		v := syscall.Iovec{Base: &p[0]}
+		v.SetLen(len(p))
+		iov = append(iov, v)
 	}
 	return iov
 }
