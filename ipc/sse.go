@@ -24,8 +24,9 @@ var (
 type writeBuf struct {
 	frames []*bus.Frame
 	bufs   [][]byte
-	iov    iovecs
+	vec    vecState
 	b      []byte
+	hdrs   []byte // WebSocket frame headers
 	hdr    [24]byte
 }
 
@@ -41,7 +42,7 @@ const (
 func getWriteBuf() *writeBuf { return writeBufPool.Get().(*writeBuf) }
 
 func putWriteBuf(wb *writeBuf) {
-	if cap(wb.b) > maxPooledBuf || cap(wb.frames) > maxPooledFrames || cap(wb.bufs) > maxPooledFrames+4 {
+	if cap(wb.b) > maxPooledBuf || cap(wb.frames) > maxPooledFrames || cap(wb.bufs) > 2*maxPooledFrames+4 {
 		return
 	}
 	clear(wb.frames)
@@ -200,8 +201,8 @@ func (s *sseConn) serve(sub *bus.Subscription, o *Options) {
 		s.conn.Close()
 		<-s.gone
 	}()
-	keepalive := time.NewTimer(o.Keepalive)
-	defer keepalive.Stop()
+	keepalive := newKeepalive(o.Keepalive)
+	defer keepalive.stop()
 	first := true
 	for {
 		wb := getWriteBuf()
@@ -210,27 +211,61 @@ func (s *sseConn) serve(sub *bus.Subscription, o *Options) {
 		n := len(wb.frames)
 		err := s.write(wb, first, ended, nil, o.WriteTimeout)
 		putWriteBuf(wb)
-		first = false
 		if err != nil || ended {
 			return
 		}
-		if n > 0 {
-			keepalive.Reset(o.Keepalive)
+		if n > 0 || first {
+			keepalive.wrote()
 		}
+		first = false
 		select {
 		case <-sub.Ready():
-		case <-keepalive.C:
+		case <-keepalive.C():
+			if !keepalive.due() {
+				continue
+			}
 			wb := getWriteBuf()
 			err := s.write(wb, false, false, ssePing, o.WriteTimeout)
 			putWriteBuf(wb)
 			if err != nil {
 				return
 			}
-			keepalive.Reset(o.Keepalive)
+			keepalive.wrote()
 		case <-s.gone:
 			return
 		}
 	}
+}
+
+// keepalive times the pings of a quiet stream: one every interval of
+// silence. Writes only note their time; the timer is moved when it fires
+// early, not on every write, which would cost a timer update per wake-up.
+type keepalive struct {
+	t        *time.Timer
+	interval time.Duration
+	last     time.Time
+}
+
+func newKeepalive(interval time.Duration) *keepalive {
+	return &keepalive{t: time.NewTimer(interval), interval: interval, last: time.Now()}
+}
+
+func (k *keepalive) C() <-chan time.Time { return k.t.C }
+func (k *keepalive) stop()               { k.t.Stop() }
+
+// wrote notes that the stream just sent something.
+func (k *keepalive) wrote() { k.last = time.Now() }
+
+// due reports, after the timer fired, whether a ping is due; if not, it
+// sets the timer for the end of the current silence. When a ping is due
+// the timer is set for the next interval.
+func (k *keepalive) due() bool {
+	if quiet := time.Since(k.last); quiet < k.interval {
+		k.t.Reset(k.interval - quiet)
+		return false
+	}
+	k.t.Reset(k.interval)
+	return true
 }
 
 // write sends one chunk: the head and retry: line first, then extra or
@@ -272,8 +307,7 @@ func (s *sseConn) write(wb *writeBuf, first, ended bool, extra []byte, timeout t
 	if len(bufs) == 0 {
 		return nil
 	}
-	s.conn.SetWriteDeadline(time.Now().Add(timeout))
-	return s.conn.writeBuffers(bufs, wb)
+	return s.conn.writeBuffers(bufs, wb, timeout)
 }
 
 // watch reads the connection until the client closes it (or shuts down

@@ -3,6 +3,7 @@ package ipc
 import (
 	"net"
 	"syscall"
+	"time"
 )
 
 // vecConn writes a list of buffers to a connection in as few system calls
@@ -27,18 +28,24 @@ func newVecConn(c net.Conn) vecConn {
 	return v
 }
 
-// writeBuffers writes every buffer in order, or fails. wb lends the
-// scratch space (iovecs or the copy) so that nothing is allocated per
-// call. The connection's write deadline applies.
-func (v vecConn) writeBuffers(bufs [][]byte, wb *writeBuf) error {
-	if v.raw != nil {
-		return writev(v.raw, bufs, wb)
+// writeBuffers writes every buffer in order, or fails. A write that has to
+// wait for the peer to read fails after timeout. wb lends the scratch
+// space (iovecs or the copy) so that nothing is allocated per call.
+//
+// A write that the socket takes at once sets no deadline: setting one
+// costs two timer updates per wake-up, which a busy stream notices. The
+// connection is left without a write deadline.
+func (v vecConn) writeBuffers(bufs [][]byte, wb *writeBuf, timeout time.Duration) error {
+	if v.raw == nil {
+		b := wb.b[:0]
+		for _, p := range bufs {
+			b = append(b, p...)
+		}
+		wb.b = b
+		v.Conn.SetWriteDeadline(time.Now().Add(timeout))
+		_, err := v.Conn.Write(b)
+		v.Conn.SetWriteDeadline(time.Time{})
+		return err
 	}
-	b := wb.b[:0]
-	for _, p := range bufs {
-		b = append(b, p...)
-	}
-	wb.b = b
-	_, err := v.Conn.Write(b)
-	return err
+	return writev(v.raw, v.Conn, bufs, wb, timeout)
 }

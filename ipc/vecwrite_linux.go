@@ -1,7 +1,9 @@
 package ipc
 
 import (
+	"net"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -10,53 +12,76 @@ const canWritev = true
 // maxIovecs is IOV_MAX on Linux: the most buffers one writev takes.
 const maxIovecs = 1024
 
-// iovecs is the scratch space of writev, kept in a pooled writeBuf.
-type iovecs = []syscall.Iovec
+// vecState is writev's scratch space, kept in a pooled writeBuf so that a
+// write allocates nothing: the iovecs, the progress through bufs, and the
+// callbacks for syscall.RawConn.Write, bound once.
+type vecState struct {
+	iov         []syscall.Iovec
+	bufs        [][]byte
+	done, total int
+	full        bool // the socket took less than everything
+	err         error
+	step, try   func(fd uintptr) bool
+}
 
-// writev writes bufs with writev(2), resuming after partial writes and
-// waiting through the poller (which applies the write deadline) while the
-// socket is full.
-func writev(raw syscall.RawConn, bufs [][]byte, wb *writeBuf) error {
-	total := 0
-	for _, p := range bufs {
-		total += len(p)
+// writev writes bufs with writev(2), resuming after partial writes. The
+// first attempt sets no deadline and stops when the socket is full; only
+// then does it set the write deadline (timeout from now) and wait through
+// the poller, clearing the deadline after.
+func writev(raw syscall.RawConn, conn net.Conn, bufs [][]byte, wb *writeBuf, timeout time.Duration) error {
+	s := &wb.vec
+	if s.step == nil {
+		s.step = s.write
+		s.try = func(fd uintptr) bool { return s.write(fd) || s.full }
 	}
-	done := 0
-	iov := fillIovecs(wb.iov[:0], bufs, 0)
+	s.bufs, s.done, s.total, s.full, s.err = bufs, 0, 0, false, nil
+	for _, p := range bufs {
+		s.total += len(p)
+	}
+	s.iov = fillIovecs(s.iov[:0], bufs, 0)
 	defer func() {
-		clear(wb.iov[:cap(wb.iov)]) // drop the pointers to the frames
-		wb.iov = wb.iov[:0]
+		clear(s.iov[:cap(s.iov)]) // drop the pointers to the frames
+		s.iov, s.bufs = s.iov[:0], nil
 	}()
-	var werr error
-	err := raw.Write(func(fd uintptr) bool {
-		for done < total {
-			n := min(len(iov), maxIovecs)
-			r, _, e := syscall.Syscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(n))
-			switch e {
-			case 0:
-			case syscall.EINTR:
-				continue
-			case syscall.EAGAIN:
-				return false // wait until writable, or the deadline
-			default:
-				werr = e
-				return true
-			}
-			done += int(r)
-			if done < total {
-				// A partial write: start again from the first byte not
-				// written, from the Go slices (an iovec may span frames, so
-				// no pointer arithmetic on it).
-				iov = fillIovecs(iov[:0], bufs, done)
-			}
-		}
-		return true
-	})
-	wb.iov = iov
+	err := raw.Write(s.try)
+	if err == nil && s.err == nil && s.full {
+		s.full = false
+		conn.SetWriteDeadline(time.Now().Add(timeout))
+		err = raw.Write(s.step)
+		conn.SetWriteDeadline(time.Time{})
+	}
 	if err != nil {
 		return err
 	}
-	return werr
+	return s.err
+}
+
+// write is one attempt: it reports true when everything is written or an
+// error is in s.err, false when the socket is full.
+func (s *vecState) write(fd uintptr) bool {
+	for s.done < s.total {
+		n := min(len(s.iov), maxIovecs)
+		r, _, e := syscall.Syscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&s.iov[0])), uintptr(n))
+		switch e {
+		case 0:
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			s.full = true
+			return false
+		default:
+			s.err = e
+			return true
+		}
+		s.done += int(r)
+		if s.done < s.total {
+			// A partial write: start again from the first byte not
+			// written, from the Go slices (an iovec may span frames, so no
+			// pointer arithmetic on it).
+			s.iov = fillIovecs(s.iov[:0], s.bufs, s.done)
+		}
+	}
+	return true
 }
 
 // fillIovecs appends iovecs for bufs, skipping their first skip bytes.

@@ -2,13 +2,17 @@
 
 package ipc
 
-import "syscall"
+import (
+	"net"
+	"syscall"
+	"time"
+)
 
 const canWritev = false
 
-// iovecs is unused where writev is not.
-type iovecs = struct{}
+// vecState is unused where writev is not.
+type vecState struct{}
 
-func writev(syscall.RawConn, [][]byte, *writeBuf) error {
+func writev(syscall.RawConn, net.Conn, [][]byte, *writeBuf, time.Duration) error {
 	panic("ipc: writev is only used on Linux")
 }

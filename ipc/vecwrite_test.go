@@ -1,3 +1,5 @@
+//go:build linux
+
 package ipc
 
 import (
@@ -77,14 +79,13 @@ func TestWriteBuffersSendsEveryByteInOrder(t *testing.T) {
 	}
 	wb := getWriteBuf()
 	defer putWriteBuf(wb)
-	server.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	if err := vc.writeBuffers(bufs, wb); err != nil {
+	if err := vc.writeBuffers(bufs, wb, 10*time.Second); err != nil {
 		t.Fatalf("writeBuffers: %v", err)
 	}
 	if b := <-got; !bytes.Equal(b, want) {
 		t.Fatalf("received %d bytes, want the %d written, in order", len(b), len(want))
 	}
-	for i, v := range wb.iov[:cap(wb.iov)] {
+	for i, v := range wb.vec.iov[:cap(wb.vec.iov)] {
 		if v.Base != nil {
 			t.Fatalf("iovec %d still points to a buffer after the write", i)
 		}
@@ -98,8 +99,7 @@ func TestWriteBuffersHonoursTheDeadline(t *testing.T) {
 	vc := newVecConn(server)
 	wb := getWriteBuf()
 	defer putWriteBuf(wb)
-	server.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
-	err := vc.writeBuffers([][]byte{make([]byte, 8<<20)}, wb)
+	err := vc.writeBuffers([][]byte{make([]byte, 8<<20)}, wb, 50*time.Millisecond)
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("writeBuffers to a peer that does not read = %v, want a deadline error", err)
 	}

@@ -3,7 +3,6 @@ package ipc
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"github.com/coder/websocket"
 
@@ -37,9 +36,9 @@ func closeFor(end bus.EndReason) (websocket.StatusCode, string) {
 //
 // Once the upgrade is done the stream runs in goroutines of its own and
 // runWS returns, so that net/http releases the connection's buffers and
-// goroutine; done is called when the stream is over. The connection
-// coder/websocket writes to is a wsConn, which lets the writer send every
-// frame of a wake-up in one write.
+// goroutine; done is called when the stream is over. coder/websocket runs
+// the protocol over a wsConn; the writer sends the messages itself, every
+// frame of a wake-up in one writev (see wsConn).
 func (h *Handler) runWS(w http.ResponseWriter, r *http.Request, sub *bus.Subscription, refusal *bus.Frame, done func()) {
 	o := h.options()
 	hw := &wsHijacker{ResponseWriter: w}
@@ -57,9 +56,10 @@ func (h *Handler) runWS(w http.ResponseWriter, r *http.Request, sub *bus.Subscri
 		defer done()
 		defer c.CloseNow()
 		if sub == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), o.WriteTimeout)
-			defer cancel()
-			if c.Write(ctx, websocket.MessageText, refusal.JSON()) == nil {
+			wb := getWriteBuf()
+			err := hw.conn.writeText(nil, refusal.JSON(), wb, o.WriteTimeout)
+			putWriteBuf(wb)
+			if err == nil {
 				c.Close(websocket.StatusTryAgainLater, "subscriber limit")
 			}
 			return
@@ -120,13 +120,13 @@ func readControl(ctx context.Context, c *websocket.Conn, sub *bus.Subscription, 
 // writeWS writes frames and replies until the stream ends (ok, with why) or
 // the connection fails (not ok).
 func (h *Handler) writeWS(ctx context.Context, c *websocket.Conn, wc *wsConn, sub *bus.Subscription, replies <-chan []byte, o *Options) (end bus.EndReason, ok bool) {
-	keepalive := time.NewTimer(o.Keepalive)
-	defer keepalive.Stop()
+	keepalive := newKeepalive(o.Keepalive)
+	defer keepalive.stop()
 	for {
 		wb := getWriteBuf()
 		var ended bool
 		wb.frames, ended = sub.Take(wb.frames)
-		err := writeFrames(c, wc, wb.frames, o.WriteTimeout)
+		err := wc.writeText(wb.frames, nil, wb, o.WriteTimeout)
 		n := len(wb.frames)
 		putWriteBuf(wb)
 		if err != nil {
@@ -136,50 +136,30 @@ func (h *Handler) writeWS(ctx context.Context, c *websocket.Conn, wc *wsConn, su
 			return sub.End(), true
 		}
 		if n > 0 {
-			keepalive.Reset(o.Keepalive)
+			keepalive.wrote()
 		}
 		select {
 		case <-sub.Ready():
 		case reply := <-replies:
-			if writeOne(ctx, c, reply, o.WriteTimeout) != nil {
+			wb := getWriteBuf()
+			err := wc.writeText(nil, reply, wb, o.WriteTimeout)
+			putWriteBuf(wb)
+			if err != nil {
 				return "", false
 			}
-		case <-keepalive.C:
+		case <-keepalive.C():
+			if !keepalive.due() {
+				continue
+			}
 			pctx, cancel := context.WithTimeout(ctx, o.Keepalive)
 			err := c.Ping(pctx)
 			cancel()
 			if err != nil {
 				return "", false // the peer did not answer: close it
 			}
-			keepalive.Reset(o.Keepalive)
+			keepalive.wrote()
 		case <-ctx.Done():
 			return "", false
 		}
 	}
-}
-
-// writeFrames writes frames as one batch: coder/websocket encodes each
-// message into wc's buffer, and wc sends them all in one write, under the
-// write timeout.
-func writeFrames(c *websocket.Conn, wc *wsConn, frames []*bus.Frame, timeout time.Duration) error {
-	if len(frames) == 0 {
-		return nil
-	}
-	wc.begin(time.Now().Add(timeout))
-	for _, f := range frames {
-		// Writes into the batch do not block on the network: no deadline
-		// here (a context without one costs coder/websocket nothing); the
-		// flush carries it.
-		if err := c.Write(context.Background(), websocket.MessageText, f.JSON()); err != nil {
-			wc.end()
-			return err
-		}
-	}
-	return wc.end()
-}
-
-func writeOne(ctx context.Context, c *websocket.Conn, p []byte, timeout time.Duration) error {
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	return c.Write(wctx, websocket.MessageText, p)
 }

@@ -2,10 +2,13 @@ package ipc
 
 import (
 	"bufio"
+	"encoding/binary"
 	"net"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/localbus/localbus/bus"
 )
 
 // wsHijacker is the ResponseWriter handed to websocket.Accept. Its Hijack
@@ -17,12 +20,12 @@ type wsHijacker struct {
 	conn *wsConn // set by Hijack
 }
 
-// Buffer sizes of the coder/websocket side of a wsConn. The writer's is
-// the smallest bufio allows that holds a frame header, so a message goes
-// through to wsConn almost at once (wsConn batches); the reader's holds a
-// typical control frame.
+// Buffer sizes of the coder/websocket side of a wsConn. The writer's
+// holds any control frame whole (a 2-byte header and at most 125 bytes),
+// so each frame coder/websocket writes reaches wsConn in one Write; the
+// reader's holds a typical control frame from the client.
 const (
-	wsWriteBuffer = 16
+	wsWriteBuffer = 256
 	wsReadBuffer  = 512
 )
 
@@ -32,7 +35,7 @@ func (w *wsHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	wc := &wsConn{Conn: conn}
+	wc := &wsConn{Conn: conn, vc: newVecConn(conn)}
 	if n := brw.Reader.Buffered(); n > 0 {
 		// What the client sent right after its upgrade request.
 		p, _ := brw.Reader.Peek(n)
@@ -45,25 +48,21 @@ func (w *wsHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // Unwrap lets http.ResponseController reach the ResponseWriter beneath.
 func (w *wsHijacker) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// wsConn is the connection coder/websocket writes to. Between begin and
-// end (a batch: the writer sending what it took from its queue) writes
-// are gathered in a pooled buffer, which end sends in one write; outside a
-// batch (pings, pongs, close frames, replies) they pass straight through.
-// coder/websocket flushes each message, so without this every frame
-// would cost a system call.
+// wsConn is the connection under a coder/websocket Conn. coder/websocket
+// handles the handshake, the client's frames, pings, pongs and the close
+// handshake, and writes only control frames, each in one Write. The
+// stream writer sends text messages itself with writeText: every queued
+// frame of a wake-up in one writev, the frame headers it builds and the
+// envelopes' shared bytes, where coder/websocket would copy and flush each
+// message on its own. mu keeps the two writers' frames whole and in order.
 type wsConn struct {
 	net.Conn
-	pending []byte // read before the connection: only the reading goroutine uses it
+	vc      vecConn
+	pending []byte // read past the upgrade request: only the reading goroutine uses it
 
-	mu       sync.Mutex // guards the fields below; held across writes to Conn, so they stay in order
-	batching bool
-	deadline time.Time // the batch's write deadline
-	wb       *writeBuf // the batch's buffer, in wb.b
+	mu        sync.Mutex // held across every write to Conn
+	closeSent bool       // a close frame went out: no message may follow
 }
-
-// wsFlushAt is the size at which a batch is written out before it ends,
-// so that a long replay does not gather megabytes.
-const wsFlushAt = 256 << 10
 
 // Read implements net.Conn, returning what was read past the upgrade
 // request first.
@@ -79,48 +78,71 @@ func (c *wsConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
-// Write implements net.Conn.
+// Write implements net.Conn for coder/websocket's frames.
 func (c *wsConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.batching {
-		return c.Conn.Write(p)
+	if len(p) > 0 && p[0]&0x0f == wsOpClose {
+		c.closeSent = true
 	}
-	c.wb.b = append(c.wb.b, p...)
-	if len(c.wb.b) >= wsFlushAt {
-		if err := c.flushLocked(); err != nil {
-			return 0, err
-		}
+	return c.Conn.Write(p)
+}
+
+// WebSocket opcodes (RFC 6455 §5.2).
+const (
+	wsOpText  = 0x1
+	wsOpClose = 0x8
+	wsFin     = 0x80
+)
+
+// appendTextHeader appends the header of an unmasked, final text frame of
+// n bytes.
+func appendTextHeader(dst []byte, n int) []byte {
+	switch {
+	case n < 126:
+		return append(dst, wsFin|wsOpText, byte(n))
+	case n < 1<<16:
+		return binary.BigEndian.AppendUint16(append(dst, wsFin|wsOpText, 126), uint16(n))
 	}
-	return len(p), nil
+	return binary.BigEndian.AppendUint64(append(dst, wsFin|wsOpText, 127), uint64(n))
 }
 
-// begin starts a batch whose writes must be done by deadline.
-func (c *wsConn) begin(deadline time.Time) {
-	c.mu.Lock()
-	c.batching, c.deadline, c.wb = true, deadline, getWriteBuf()
-	c.mu.Unlock()
-}
-
-// end writes what the batch gathered and ends it.
-func (c *wsConn) end() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	err := c.flushLocked()
-	putWriteBuf(c.wb)
-	c.batching, c.wb = false, nil
-	return err
-}
-
-func (c *wsConn) flushLocked() error {
-	if len(c.wb.b) == 0 {
+// writeText sends text messages, one final frame each: every frame's
+// envelope, then msg if it is not nil, with as few system calls as writev
+// allows; a write that waits for the peer fails after timeout. It fails
+// with net.ErrClosed once a close frame was sent. wb lends the scratch
+// space: the headers go in wb.hdrs.
+func (c *wsConn) writeText(frames []*bus.Frame, msg []byte, wb *writeBuf, timeout time.Duration) error {
+	n := len(frames)
+	if msg != nil {
+		n++
+	}
+	if n == 0 {
 		return nil
 	}
-	c.Conn.SetWriteDeadline(c.deadline)
-	_, err := c.Conn.Write(c.wb.b)
-	// Writes outside a batch keep their own timeouts (coder/websocket
-	// closes the connection when their context ends).
-	c.Conn.SetWriteDeadline(time.Time{})
-	c.wb.b = c.wb.b[:0]
-	return err
+	// The headers go in one buffer that does not move while bufs points
+	// into it: at most 10 bytes each.
+	hdrs := wb.hdrs[:0]
+	if cap(hdrs) < 10*n {
+		hdrs = make([]byte, 0, 10*n)
+	}
+	bufs := wb.bufs[:0]
+	add := func(p []byte) {
+		start := len(hdrs)
+		hdrs = appendTextHeader(hdrs, len(p))
+		bufs = append(bufs, hdrs[start:len(hdrs):len(hdrs)], p)
+	}
+	for _, f := range frames {
+		add(f.JSON())
+	}
+	if msg != nil {
+		add(msg)
+	}
+	wb.hdrs, wb.bufs = hdrs, bufs
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closeSent {
+		return net.ErrClosed
+	}
+	return c.vc.writeBuffers(bufs, wb, timeout)
 }
