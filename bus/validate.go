@@ -34,11 +34,14 @@ type InputError struct {
 	Reason string
 }
 
-func (e *InputError) Error() string {
+func (e *InputError) Error() string { return "bus: " + e.Message() }
+
+// Message is the error's text without the package prefix, for a client.
+func (e *InputError) Message() string {
 	if e.Value == "" {
-		return fmt.Sprintf("bus: invalid %s: %s", e.Field, e.Reason)
+		return fmt.Sprintf("invalid %s: %s", e.Field, e.Reason)
 	}
-	return fmt.Sprintf("bus: invalid %s %q: %s", e.Field, e.Value, e.Reason)
+	return fmt.Sprintf("invalid %s %q: %s", e.Field, e.Value, e.Reason)
 }
 
 func inputError(field, value, reason string) *InputError {

@@ -128,7 +128,7 @@ func applyControl(sub *bus.Subscription, data []byte) []byte {
 	case opSubscribe:
 		var err error
 		if next, err = cur.Add(cf.Types); err != nil {
-			return errorReply("types: " + err.(*bus.InputError).Reason)
+			return errorReply("types: " + inputReason(err))
 		}
 	case opUnsubscribe:
 		if cur == nil {

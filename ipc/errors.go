@@ -43,7 +43,7 @@ func asError(err error) *Error {
 	}
 	var ie *bus.InputError
 	if errors.As(err, &ie) {
-		return &Error{Status: http.StatusBadRequest, Code: "invalid_" + ie.Field, Message: ie.Error()}
+		return &Error{Status: http.StatusBadRequest, Code: "invalid_" + ie.Field, Message: ie.Message()}
 	}
 	switch {
 	case errors.Is(err, hub.ErrNotFound), errors.Is(err, bus.ErrClosed):
@@ -85,4 +85,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	w.Write(append(b, '\n'))
+}
+
+// inputReason returns why input was refused: an *bus.InputError's reason,
+// else the error's text.
+func inputReason(err error) string {
+	var ie *bus.InputError
+	if errors.As(err, &ie) {
+		return ie.Reason
+	}
+	return err.Error()
 }

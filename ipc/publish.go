@@ -153,7 +153,7 @@ func decodeEvent(raw []byte) (bus.Event, error) {
 	if err := bus.ValidatePublishType(pe.Type); err != nil {
 		var ie *bus.InputError
 		errors.As(err, &ie)
-		return bus.Event{}, errorf(http.StatusBadRequest, "invalid_type", "%s", ie.Error())
+		return bus.Event{}, errorf(http.StatusBadRequest, "invalid_type", "%s", ie.Message())
 	}
 	return bus.Event{Type: pe.Type, Data: pe.Data}, nil
 }

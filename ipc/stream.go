@@ -43,7 +43,7 @@ func (h *Handler) parseStreamParams(r *http.Request, family string) (bus.Subscri
 	} else if ok {
 		c, err := bus.ParseCursor(s)
 		if err != nil {
-			return opts, errorf(http.StatusBadRequest, "invalid_since", "since: %s", err.(*bus.InputError).Reason)
+			return opts, errorf(http.StatusBadRequest, "invalid_since", "since: %s", inputReason(err))
 		}
 		opts.Cursor = &c
 	}
