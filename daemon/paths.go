@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"github.com/localbus/localbus/ipc/client"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -75,7 +76,7 @@ func homeDir(uid int) string {
 }
 
 const (
-	systemSocketPath = "/run/localbus/localbus.sock"
+	systemSocketPath = client.SystemSocketPath
 	systemConfigPath = "/etc/localbus/config.toml"
 	systemStateDir   = "/var/lib/localbus"
 )
@@ -91,16 +92,7 @@ func (e pathEnv) absEnv(name string) string {
 	return ""
 }
 
-func (e pathEnv) socketPath() string {
-	if e.root() {
-		return systemSocketPath
-	}
-	dir := e.absEnv("XDG_RUNTIME_DIR")
-	if dir == "" {
-		dir = filepath.Join("/run/user", strconv.Itoa(e.euid))
-	}
-	return filepath.Join(dir, "localbus", "localbus.sock")
-}
+func (e pathEnv) socketPath() string { return client.SocketPathFor(e.euid, e.getenv) }
 
 func (e pathEnv) configPath() string {
 	if e.root() {

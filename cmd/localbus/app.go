@@ -38,6 +38,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			sessionCommand(),
 			statusCommand(),
 			reloadCommand(),
+			keysCommand(),
 			systemdCommand(),
 			versionCommand(),
 			benchCommand(),

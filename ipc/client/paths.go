@@ -17,10 +17,12 @@ const SystemSocketPath = "/run/localbus/localbus.sock"
 // configuration nor a flag names one, so a client finds the daemon of the
 // same user without flags. It reads the environment on every call.
 func DefaultSocketPath() string {
-	return defaultSocketPath(os.Geteuid(), os.Getenv)
+	return SocketPathFor(os.Geteuid(), os.Getenv)
 }
 
-func defaultSocketPath(euid int, getenv func(string) string) string {
+// SocketPathFor is DefaultSocketPath for the user euid with the environment
+// getenv: the one place the rule is written, for the daemon and for tests.
+func SocketPathFor(euid int, getenv func(string) string) string {
 	if euid == 0 {
 		return SystemSocketPath
 	}

@@ -23,8 +23,8 @@ func TestDefaultSocketPath(t *testing.T) {
 				}
 				return ""
 			}
-			if got := defaultSocketPath(tt.euid, getenv); got != tt.want {
-				t.Errorf("defaultSocketPath(%d, XDG_RUNTIME_DIR=%q) = %q, want %q", tt.euid, tt.runtime, got, tt.want)
+			if got := SocketPathFor(tt.euid, getenv); got != tt.want {
+				t.Errorf("SocketPathFor(%d, XDG_RUNTIME_DIR=%q) = %q, want %q", tt.euid, tt.runtime, got, tt.want)
 			}
 		})
 	}
