@@ -83,6 +83,10 @@ type Config struct {
 	// PID is the daemon's process id, for its memory figures; 0 asks the
 	// Unix socket who its peer is.
 	PID int
+	// Settle is how long the subscribers may go without an event, once
+	// publishing is over, before the bench stops waiting and counts what
+	// they miss as lost; default 5 s.
+	Settle time.Duration
 	// Timeout bounds the whole run; default 5 minutes.
 	Timeout time.Duration
 	// Progress, when not nil, receives a line as each phase begins.
@@ -134,7 +138,7 @@ func (c Config) fill() (Config, error) {
 	nonNeg("publishers", c.Publishers)
 	nonNeg("pid", c.PID)
 	nonNeg("rounds", c.Rounds)
-	if c.Duration < 0 || c.Timeout < 0 {
+	if c.Duration < 0 || c.Timeout < 0 || c.Settle < 0 {
 		errs = append(errs, errors.New("bench: durations must not be negative"))
 	}
 	if c.MaxQueued != 0 && (c.MaxQueued < 16 || c.MaxQueued > 2048) {
@@ -160,6 +164,9 @@ func (c Config) fill() (Config, error) {
 	def(&c.Rounds, 1)
 	if c.Timeout == 0 {
 		c.Timeout = 5 * time.Minute
+	}
+	if c.Settle == 0 {
+		c.Settle = 5 * time.Second
 	}
 	switch c.Scenario {
 	case ScenarioFanout:

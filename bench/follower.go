@@ -146,13 +146,19 @@ func (f *follower) handle(fr *frame) error {
 		}
 		f.last = max(f.last, fr.id)
 		if !f.seq.add(fr.id) {
+			if fr.id == f.seq.base+f.seq.n && !f.untilReplayed {
+				f.doneAt = fr.at // the last event, again
+				return errStop
+			}
 			return nil
 		}
 		if f.latency {
 			f.lat = append(f.lat, fr.at.UnixNano()-fr.due)
 		}
 		d := f.delivered.Add(1)
-		if f.seq.complete() && !f.untilReplayed {
+		// The last event ends the wait: with everything else received, or
+		// whatever is missing is lost (ids only ever increase).
+		if (f.seq.complete() || fr.id == f.seq.base+f.seq.n) && !f.untilReplayed {
 			f.doneAt = fr.at
 			return errStop
 		}
@@ -256,14 +262,41 @@ func stopFollowers(fs []*follower) {
 }
 
 // waitFollowers waits until every follower is done or ctx is done, and
-// returns the first follower error.
-func waitFollowers(ctx context.Context, fs []*follower) error {
+// returns the first follower error. Once no follower has received
+// anything for settle (when not 0), it stops waiting: what is missing is
+// lost, and the check says so.
+func waitFollowers(ctx context.Context, fs []*follower, settle time.Duration) error {
+	total := func() int64 {
+		var n int64
+		for _, f := range fs {
+			n += f.delivered.Load()
+		}
+		return n
+	}
+	var tick <-chan time.Time
+	if settle > 0 {
+		t := time.NewTicker(settle)
+		defer t.Stop()
+		tick = t.C
+	}
+	last := total()
 	for _, f := range fs {
-		select {
-		case <-f.done:
-		case <-ctx.Done():
-			stopFollowers(fs)
-			return fmt.Errorf("bench: subscribers still waiting for events: %w", ctx.Err())
+	wait:
+		for {
+			select {
+			case <-f.done:
+				break wait
+			case <-tick:
+				if n := total(); n != last {
+					last = n
+					continue
+				}
+				stopFollowers(fs)
+				break wait
+			case <-ctx.Done():
+				stopFollowers(fs)
+				return fmt.Errorf("bench: subscribers still waiting for events: %w", ctx.Err())
+			}
 		}
 	}
 	for _, f := range fs {

@@ -324,6 +324,18 @@ func (r *Report) WriteTable(w io.Writer) error {
 			return v, v != 0
 		}
 	}
+	cpu := func(get func(*CPU) float64) func(*Result) (float64, bool) {
+		return func(r *Result) (float64, bool) {
+			if r.CPU == nil {
+				return 0, false
+			}
+			v := get(r.CPU)
+			return v, v != 0
+		}
+	}
+	row("daemon CPU s", cpu(func(c *CPU) float64 { return c.Server }), "%.2f", false)
+	row("daemon CPU ns/delivery", cpu(func(c *CPU) float64 { return c.ServerNsPerDelivery }), "%.0f", false)
+	row("bench CPU s", cpu(func(c *CPU) float64 { return c.Bench }), "%.2f", false)
 	row("RSS per stream KiB", mem(func(m *Memory) float64 { return m.PerStreamKiB }), "%.1f", false)
 	row("RSS before KiB", mem(func(m *Memory) float64 { return float64(m.BeforeKiB) }), "%.0f", false)
 	row("RSS after KiB", mem(func(m *Memory) float64 { return float64(m.AfterKiB) }), "%.0f", false)

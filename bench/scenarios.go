@@ -42,6 +42,8 @@ type Result struct {
 	// in milliseconds; ReplayedEvents is the ring each one replayed.
 	Replay         *Percentiles `json:"replayMs,omitempty"`
 	ReplayedEvents int          `json:"replayedEvents,omitempty"`
+	// CPU is the processor time of the measured part.
+	CPU *CPU `json:"cpu,omitempty"`
 	// Memory is the server's resident memory, when its process is known.
 	Memory *Memory `json:"memory,omitempty"`
 	// Check is what the subscribers received against what was published.
@@ -116,6 +118,15 @@ func checkAll(fs []*follower) Check {
 	return c
 }
 
+// serverPID is the daemon's process for CPU figures, 0 for the baseline
+// (whose time is the bench's own).
+func (e *env) serverPID() int {
+	if e.t.name() == "daemon" {
+		return e.t.pid()
+	}
+	return 0
+}
+
 // sampler samples the target's RSS during a scenario, if its pid is known.
 func (e *env) sampler() *rssSampler {
 	if pid := e.t.pid(); pid > 0 && e.t.name() == "daemon" {
@@ -153,6 +164,7 @@ func fanout(ctx context.Context, e *env) (*Result, error) {
 		before, _ = readRSS(rss.pid)
 	}
 	e.logf("%s: publishing %d events of %d bytes in batches of %d", e.t.name(), c.Events, c.Size, batch)
+	cpu := startCPU(e.serverPID())
 	slowest := func() int64 {
 		m := int64(1 << 62)
 		for _, f := range fs {
@@ -167,20 +179,28 @@ func fanout(ctx context.Context, e *env) (*Result, error) {
 		}
 		return m
 	}
+	// A subscriber that makes no progress for Settle (a server that lost
+	// its events) does not hold the publisher back for good.
+	stall := time.NewTimer(c.Settle)
+	defer stall.Stop()
 	start := time.Now()
 	published := 0
 	for published < c.Events {
 		n := min(batch, c.Events-published)
+		stall.Reset(c.Settle)
+	flow:
 		for window >= 0 {
 			s := slowest()
 			if s < 0 {
-				return nil, waitFollowers(ctx, fs)
+				return nil, waitFollowers(ctx, fs, c.Settle)
 			}
 			if int64(published+n)-s <= int64(window) {
 				break
 			}
 			select {
 			case <-signal:
+			case <-stall.C:
+				break flow
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
@@ -191,10 +211,10 @@ func fanout(ctx context.Context, e *env) (*Result, error) {
 		published += n
 	}
 	pubEnd := time.Now()
-	if err := waitFollowers(ctx, fs); err != nil {
+	if err := waitFollowers(ctx, fs, c.Settle); err != nil {
 		return nil, err
 	}
-	end := start
+	end := pubEnd
 	for _, f := range fs {
 		if f.doneAt.After(end) {
 			end = f.doneAt
@@ -205,6 +225,7 @@ func fanout(ctx context.Context, e *env) (*Result, error) {
 		Target: e.t.name(), Seconds: secs, Window: window, Batch: batch,
 		DeliveriesPerSec: float64(c.Subscribers) * float64(c.Events) / secs,
 		PublishedPerSec:  float64(c.Events) / pubEnd.Sub(start).Seconds(),
+		CPU:              cpu.stop(float64(c.Subscribers) * float64(c.Events)),
 		Check:            checkAll(fs),
 	}
 	if rss != nil {
@@ -224,14 +245,16 @@ func latency(ctx context.Context, e *env) (*Result, error) {
 		return nil, err
 	}
 	e.logf("%s: opening %d %s streams", e.t.name(), c.Subscribers, c.Transport)
-	fs, err := startFollowers(ctx, c.Subscribers, 32, followerAt(e, path, "", uint64(c.Events), nil, 0, true))
+	mk := followerAt(e, path, "", uint64(c.Events), nil, 0, true)
+	fs, err := startFollowers(ctx, c.Subscribers, 32, func(i int) *follower {
+		f := mk(i)
+		f.lat = make([]int64, 0, c.Events)
+		return f
+	})
 	if err != nil {
 		return nil, err
 	}
 	defer stopFollowers(fs)
-	for _, f := range fs {
-		f.lat = make([]int64, 0, c.Events)
-	}
 	pub, err := e.t.publisher(ctx, path, c.Size)
 	if err != nil {
 		return nil, err
@@ -243,6 +266,7 @@ func latency(ctx context.Context, e *env) (*Result, error) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
+	cpu := startCPU(e.serverPID())
 	start := time.Now().Add(20 * time.Millisecond)
 	for i := range c.Events {
 		due := start.Add(time.Duration(i) * interval)
@@ -260,7 +284,7 @@ func latency(ctx context.Context, e *env) (*Result, error) {
 		}
 	}
 	end := time.Now()
-	if err := waitFollowers(ctx, fs); err != nil {
+	if err := waitFollowers(ctx, fs, c.Settle); err != nil {
 		return nil, err
 	}
 	var all []int64
@@ -271,6 +295,7 @@ func latency(ctx context.Context, e *env) (*Result, error) {
 		Target: e.t.name(), Seconds: end.Sub(start).Seconds(),
 		PublishedPerSec: float64(c.Events) / end.Sub(start).Seconds(),
 		Latency:         percentiles(all), PublisherLag: percentiles(lags),
+		CPU:   cpu.stop(float64(c.Subscribers) * float64(c.Events)),
 		Check: checkAll(fs),
 	}, nil
 }
@@ -381,7 +406,7 @@ func replay(ctx context.Context, e *env) (*Result, error) {
 		if err := startFollower(ctx, f); err != nil {
 			return nil, err
 		}
-		if err := waitFollowers(ctx, []*follower{f}); err != nil {
+		if err := waitFollowers(ctx, []*follower{f}, c.Settle); err != nil {
 			return nil, err
 		}
 		if f.replayed != ring {
@@ -419,6 +444,7 @@ func publish(ctx context.Context, e *env) (*Result, error) {
 	errs := make([]error, c.Publishers)
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	cpu := startCPU(e.serverPID())
 	start := time.Now()
 	for i, p := range pubs {
 		wg.Add(1)
@@ -439,7 +465,7 @@ func publish(ctx context.Context, e *env) (*Result, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if err := waitFollowers(ctx, fs); err != nil {
+	if err := waitFollowers(ctx, fs, c.Settle); err != nil {
 		return nil, err
 	}
 	var all []int64
@@ -450,5 +476,6 @@ func publish(ctx context.Context, e *env) (*Result, error) {
 	return &Result{
 		Target: e.t.name(), Seconds: secs, RequestsPerSec: float64(c.Events) / secs,
 		PublishedPerSec: float64(c.Events) / secs, Requests: percentiles(all), Check: checkAll(fs),
+		CPU: cpu.stop(float64(c.Events)),
 	}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -111,4 +112,73 @@ func (s *rssSampler) Stop() int64 {
 		s.peak = v
 	}
 	return s.peak
+}
+
+// CPU is the processor time a run used, in seconds: the server's (the
+// daemon, when its process is known) and the bench's own, whose clients
+// read every stream. On the baseline, the bench's time includes the
+// baseline server's.
+type CPU struct {
+	Server float64 `json:"server,omitempty"`
+	Bench  float64 `json:"bench"`
+	// ServerNsPerDelivery is Server over the deliveries, in nanoseconds.
+	ServerNsPerDelivery float64 `json:"serverNsPerDelivery,omitempty"`
+}
+
+// cpuClock reads processor times: the server's from /proc/PID/stat (all
+// threads, user and system, in clock ticks of 1/100 s) and this process's
+// from getrusage.
+type cpuClock struct {
+	pid           int
+	server, bench float64
+}
+
+func startCPU(pid int) *cpuClock {
+	c := &cpuClock{pid: pid}
+	c.server, c.bench = procCPU(pid), selfCPU()
+	return c
+}
+
+// stop returns the time used since start.
+func (c *cpuClock) stop(deliveries float64) *CPU {
+	r := &CPU{Bench: selfCPU() - c.bench}
+	if c.pid > 0 {
+		r.Server = procCPU(c.pid) - c.server
+		if deliveries > 0 {
+			r.ServerNsPerDelivery = r.Server * 1e9 / deliveries
+		}
+	}
+	return r
+}
+
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+// procCPU returns a process's utime+stime in seconds, 0 if unknown.
+func procCPU(pid int) float64 {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name, in parentheses, may hold spaces: count fields
+	// after its closing parenthesis. utime and stime are fields 14 and 15.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseFloat(string(f[11]), 64)
+	st, _ := strconv.ParseFloat(string(f[12]), 64)
+	return (ut + st) / 100
 }
