@@ -1,0 +1,100 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/localbus/localbus/bench"
+	"github.com/localbus/localbus/bench/benchtest"
+	"github.com/localbus/localbus/ipc"
+)
+
+// benchArgs are a small fan-out against socket.
+func benchArgs(socket string, more ...string) []string {
+	return append([]string{"bench", "--socket", socket, "--quiet", "--subscribers", "2", "--events", "200", "--batch", "50", "--settle", "2s", "--timeout", "60s"}, more...)
+}
+
+func TestBenchReportsAFanout(t *testing.T) {
+	srv := benchtest.New(t, benchtest.Faults{}, ipc.Options{})
+	for _, tr := range []string{"sse", "ws"} {
+		t.Run(tr, func(t *testing.T) {
+			r := runCLI(t, benchArgs(srv.Socket, "--transport", tr)...)
+			if r.code != exitOK {
+				t.Fatalf("bench = %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			for _, want := range []string{"fanout over " + tr + ", 2 subscribers, 200 events of 256 B", "deliveries/s", "check daemon: ok: 400 of 400 deliveries to 2 subscribers, 0 lost, 0 duplicates, 0 out of order"} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("stdout does not say %q:\n%s", want, r.stdout)
+				}
+			}
+		})
+	}
+}
+
+// TestBenchFailsWhenTheServerLosesEvents: a lost, repeated or reordered
+// event is reported, and the exit code is 1.
+func TestBenchFailsWhenTheServerLosesEvents(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		faults benchtest.Faults
+		says   string
+	}{
+		{"drop", benchtest.Faults{Drop: 30}, "2 events lost"},
+		{"duplicate", benchtest.Faults{Duplicate: 30}, "2 duplicates"},
+		{"swap", benchtest.Faults{Swap: 30}, "2 events out of order"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := benchtest.New(t, tc.faults, ipc.Options{})
+			r := runCLI(t, benchArgs(srv.Socket)...)
+			if r.code != exitUsage {
+				t.Errorf("bench = %d, want %d", r.code, exitUsage)
+			}
+			if !strings.Contains(r.stdout, "check daemon: FAILED: "+tc.says) {
+				t.Errorf("stdout does not report %q:\n%s", tc.says, r.stdout)
+			}
+			if !strings.Contains(r.stderr, tc.says) {
+				t.Errorf("stderr does not say %q:\n%s", tc.says, r.stderr)
+			}
+		})
+	}
+}
+
+func TestBenchJSON(t *testing.T) {
+	srv := benchtest.New(t, benchtest.Faults{Drop: 5}, ipc.Options{})
+	r := runCLI(t, benchArgs(srv.Socket, "--json")...)
+	var rep bench.Report
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("--json output is not a report: %v\n%s", err, r.stdout)
+	}
+	if rep.Scenario != "fanout" || rep.Daemon == nil || rep.Daemon.Check.Lost != 2 || rep.Daemon.Check.Received != 398 {
+		t.Errorf("report = %+v, daemon %+v; want fanout with 2 lost of 400", rep, rep.Daemon)
+	}
+	if r.code != exitUsage {
+		t.Errorf("bench --json with losses = %d, want %d", r.code, exitUsage)
+	}
+}
+
+func TestBenchUsageAndReachErrors(t *testing.T) {
+	none := filepath.Join(t.TempDir(), "none.sock")
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		says string
+	}{
+		{"unknown scenario", []string{"bench", "--socket", none, "--scenario", "nope"}, exitUsage, "unknown scenario"},
+		{"unknown transport", []string{"bench", "--socket", none, "--transport", "smoke"}, exitUsage, "unknown transport"},
+		{"baseline of idle", []string{"bench", "--socket", none, "--scenario", "idle", "--baseline"}, exitUsage, "--baseline applies to fanout and latency"},
+		{"an argument", []string{"bench", "--socket", none, "extra"}, exitUsage, "too many arguments"},
+		{"no daemon", []string{"bench", "--socket", none}, exitUnreachable, "cannot reach the daemon"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runCLI(t, tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.says) {
+				t.Errorf("%v = %d, stderr:\n%s\nwant %d saying %q", tc.args, r.code, r.stderr, tc.code, tc.says)
+			}
+		})
+	}
+}
