@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/localbus/localbus/bus"
@@ -35,7 +36,7 @@ const (
 const (
 	DefaultSyncInterval       = 100 * time.Millisecond
 	DefaultSegmentBytes       = 64 << 20
-	DefaultCheckpointBytes    = 32 << 20
+	DefaultCheckpointBytes    = 64 << 20
 	DefaultCheckpointInterval = 5 * time.Second
 )
 
@@ -51,8 +52,9 @@ type Options struct {
 	// is created; default 64 MiB. A batch larger than that gets a segment
 	// of its own size.
 	SegmentBytes int64
-	// CheckpointBytes is the log size that starts a checkpoint; default
-	// 32 MiB.
+	// CheckpointBytes is how much log starts a checkpoint; default 64 MiB.
+	// Each checkpoint rewrites what the buses retain, so rarer ones cost
+	// less; the log replayed after a crash is up to this long.
 	CheckpointBytes int64
 	// CheckpointInterval is the longest a log record waits for a
 	// checkpoint; default 5 s.
@@ -78,10 +80,11 @@ type Journal struct {
 	wal  *wal
 	dir  string
 
-	ckptMu sync.Mutex // one checkpoint at a time; taken before mu
-	kick   chan struct{}
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	ckptMu  sync.Mutex    // one checkpoint at a time; taken before mu
+	ckptLSN atomic.Uint64 // log offset where the last checkpoint began
+	kick    chan struct{}
+	stop    chan struct{}
+	wg      sync.WaitGroup
 
 	mu      sync.Mutex // guards the fields below; taken before Store.mu
 	closed  bool
@@ -157,7 +160,7 @@ func (j *Journal) log(num uint64, frames []*bus.Frame) (uint64, error) {
 			return 0, err
 		}
 	}
-	if j.wal.size() >= j.opts.CheckpointBytes {
+	if lsn-j.ckptLSN.Load() >= uint64(j.opts.CheckpointBytes) {
 		select {
 		case j.kick <- struct{}{}:
 		default:
@@ -210,13 +213,14 @@ func (j *Journal) checkpointLoop() {
 func (j *Journal) Checkpoint() error {
 	j.ckptMu.Lock()
 	defer j.ckptMu.Unlock()
-	if j.wal.size() == 0 && !j.anyEvicted() {
+	if j.wal.end() == j.ckptLSN.Load() && !j.anyEvicted() {
 		return nil
 	}
-	seq, err := j.wal.rotate()
+	seq, lsn, err := j.wal.rotate()
 	if err != nil {
 		return err
 	}
+	j.ckptLSN.Store(lsn)
 	return j.checkpointThrough(seq)
 }
 
@@ -439,7 +443,7 @@ func (j *Journal) Stats() Stats {
 			st.BytesOnDisk += fi.Size()
 		}
 	}
-	st.LogBytes = j.wal.size()
+	st.LogBytes = int64(j.wal.end() - j.ckptLSN.Load())
 	return st
 }
 

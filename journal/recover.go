@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/localbus/localbus/bus"
@@ -26,8 +27,9 @@ var (
 )
 
 const (
-	dbName = "journal.db"
-	format = "1"
+	initialMmapSize = 1 << (20 + 10*(strconv.IntSize/64)) // 1 GiB on 64-bit, 1 MiB on 32-bit
+	dbName          = "journal.db"
+	format          = "1"
 )
 
 // busMeta is a bus's settings in the database.
@@ -199,7 +201,12 @@ func openBolt(path string) (db *bolt.DB, err error) {
 			db, err = nil, fmt.Errorf("journal: damaged database: %v", r)
 		}
 	}()
-	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, FreelistType: bolt.FreelistMapType})
+	db, err = bolt.Open(path, 0o600, &bolt.Options{
+		Timeout: 2 * time.Second, FreelistType: bolt.FreelistMapType,
+		// Address space, not memory: remapping as the file grows makes
+		// bbolt copy every node a checkpoint touches out of the old map.
+		InitialMmapSize: initialMmapSize,
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -104,7 +104,7 @@ func TestCorruptLogRecordDropsTheRestWithNewEpochs(t *testing.T) {
 	b := newBus(t, j, "s", 0, 0)
 	publish(t, b, events(0, 2, 100)...) // segment 1: ids 1-2, then 3-4
 	publish(t, b, events(2, 2, 100)...)
-	if _, err := j.wal.rotate(); err != nil { // segment 2: ids 5-6
+	if _, _, err := j.wal.rotate(); err != nil { // segment 2: ids 5-6
 		t.Fatal(err)
 	}
 	publish(t, b, events(4, 2, 100)...)

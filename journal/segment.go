@@ -44,13 +44,28 @@ func createSegment(path string, size int64) (*segment, error) {
 	return &segment{f: f, data: data}, nil
 }
 
+// bigWrite is the size from which a write goes through pwrite rather than
+// the mapping: copying into fresh pages of a mapping costs a page fault per
+// page, which a large write pays many times over.
+const bigWrite = 32 << 10
+
 func (s *segment) WriteAt(p []byte, off int64) (int, error) {
 	if off < 0 || off+int64(len(p)) > int64(len(s.data)) {
 		return 0, errSegmentFull
 	}
-	copy(s.data[off:], p)
-	s.high = max(s.high, int(off)+len(p))
-	return len(p), nil
+	n := len(p)
+	if n >= bigWrite {
+		// The same page cache backs the mapping and the file.
+		var err error
+		if n, err = s.f.WriteAt(p, off); err != nil {
+			s.high = max(s.high, int(off)+n)
+			return n, err
+		}
+	} else {
+		copy(s.data[off:], p)
+	}
+	s.high = max(s.high, int(off)+n)
+	return n, nil
 }
 
 // Truncate zeroes everything written from size on: the segment keeps its

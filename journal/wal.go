@@ -159,6 +159,13 @@ func (w *wal) size() int64 {
 	return w.off
 }
 
+// end returns the log offset past the last record.
+func (w *wal) end() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lsn
+}
+
 // syncTo returns once the log is durable up to lsn. Concurrent callers
 // share syncs: while one syncs, the others wait, and most find their
 // records covered when it is done (group commit).
@@ -226,24 +233,25 @@ func (w *wal) syncLocked() error {
 }
 
 // rotate closes the current segment, synced unless noSync, and starts the
-// next one. It returns the number of the segment closed: every record
-// appended before rotate was called is in it or in an older one.
-func (w *wal) rotate() (uint64, error) {
+// next one. It returns the number of the segment closed (every record
+// appended before rotate was called is in it or in an older one) and the
+// log offset where the new one starts.
+func (w *wal) rotate() (uint64, uint64, error) {
 	w.syncMu.Lock()
 	defer w.syncMu.Unlock()
 	if !w.noSync {
 		if err := w.syncLocked(); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
-		return 0, ErrClosed
+		return 0, 0, ErrClosed
 	}
 	old := w.seq
 	if err := w.nextLocked(0); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	// Segments filled since the sync above: an Append waiting for its
 	// record in one must not find it unsynced after the checkpoint.
@@ -251,13 +259,13 @@ func (w *wal) rotate() (uint64, error) {
 		if !w.noSync {
 			if err := o.Sync(); err != nil {
 				w.failed = fmt.Errorf("journal: sync: %w", classify(err))
-				return 0, w.failed
+				return 0, 0, w.failed
 			}
 		}
 		o.Close()
 	}
 	w.old = nil
-	return old, nil
+	return old, w.lsn, nil
 }
 
 // close closes the current segment and returns its number.
