@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -56,6 +58,7 @@ own, created and deleted for the run. Exits 1 when a check fails.`,
 			&cli.DurationFlag{Name: "timeout", Usage: "bound the whole run", DefaultText: "5m"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress lines on stderr"},
 			jsonFlag("print the report as JSON"),
+			&cli.StringFlag{Name: "json-out", Usage: "also write the report as JSON to `FILE`", TakesFile: true},
 		}, connFlags()...),
 		Action: runBench,
 	}
@@ -87,6 +90,13 @@ func runBench(c *cli.Context) error {
 	}
 	if err := writeBenchReport(c.App.Writer, rep, c.Bool("json")); err != nil {
 		return err
+	}
+	if path := c.String("json-out"); path != "" {
+		var b bytes.Buffer
+		writeBenchReport(&b, rep, true)
+		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+			return exitError{exitUsage, err}
+		}
 	}
 	if !rep.OK() {
 		return exitError{exitUsage, fmt.Errorf("%w: %s", bench.ErrCheckFailed, rep.Problem())}

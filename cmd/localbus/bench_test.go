@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,10 +64,14 @@ func TestBenchFailsWhenTheServerLosesEvents(t *testing.T) {
 
 func TestBenchJSON(t *testing.T) {
 	srv := benchtest.New(t, benchtest.Faults{Drop: 5}, ipc.Options{})
-	r := runCLI(t, benchArgs(srv.Socket, "--json")...)
+	file := filepath.Join(t.TempDir(), "report.json")
+	r := runCLI(t, benchArgs(srv.Socket, "--json", "--json-out", file)...)
 	var rep bench.Report
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("--json output is not a report: %v\n%s", err, r.stdout)
+	}
+	if b, err := os.ReadFile(file); err != nil || string(b) != r.stdout {
+		t.Errorf("--json-out file = %q (%v), want what --json printed", b, err)
 	}
 	if rep.Scenario != "fanout" || rep.Daemon == nil || rep.Daemon.Check.Lost != 2 || rep.Daemon.Check.Received != 398 {
 		t.Errorf("report = %+v, daemon %+v; want fanout with 2 lost of 400", rep, rep.Daemon)
