@@ -246,13 +246,26 @@ func (b *Bus) publish(events []Event, allowLocalbus bool) (first, last uint64, e
 func (b *Bus) deliverLocked(frames []*Frame) {
 	var delivered uint64
 	evicted := false
+	var size int64 // of every frame, for pushAllLocked
+	if len(frames) > 1 {
+		for _, f := range frames {
+			size += int64(f.Size())
+		}
+	}
 	for _, s := range b.subs {
 		s.mu.Lock()
 		n := len(s.q)
-		if len(frames) > 1 && cap(s.q)-n < len(frames) && s.family == "" && s.filter.Load() == nil {
+		all := len(frames) > 1 && s.family == "" && s.filter.Load() == nil
+		if all && cap(s.q)-n < len(frames) {
 			// It takes every frame (or is evicted on the way): grow the
 			// queue once, not once per doubling.
 			s.q = slices.Grow(s.q, min(len(frames), s.maxQueued+1))
+		}
+		if all && s.end == EndNone && s.pushAllLocked(frames, size) {
+			delivered += uint64(len(frames))
+			s.mu.Unlock()
+			s.notify()
+			continue
 		}
 		for _, f := range frames {
 			if s.end != EndNone {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -69,6 +70,30 @@ type Event struct {
 	Time time.Time
 }
 
+// lastStamp is the last timestamp formatted: events published in the same
+// millisecond share it.
+var lastStamp atomic.Pointer[stamp]
+
+type stamp struct {
+	ms int64
+	b  []byte
+}
+
+// appendTimestamp appends t in the envelope's format, UTC to the
+// millisecond.
+func appendTimestamp(dst []byte, t time.Time) []byte {
+	ms := t.UnixMilli()
+	if ms < 0 {
+		return t.UTC().AppendFormat(dst, timestampLayout)
+	}
+	if st := lastStamp.Load(); st != nil && st.ms == ms {
+		return append(dst, st.b...)
+	}
+	b := time.UnixMilli(ms).UTC().AppendFormat(nil, timestampLayout)
+	lastStamp.Store(&stamp{ms: ms, b: b})
+	return append(dst, b...)
+}
+
 // prepared is an event validated and encoded up to its id: the envelope's
 // bytes after `{"id":N`.
 type prepared struct {
@@ -131,7 +156,7 @@ func prepare(ev *Event, session string, allowLocalbus bool) (prepared, error) {
 		t = time.Now()
 	}
 	b.WriteString(`,"timestamp":"`)
-	b.Write(t.UTC().AppendFormat(b.AvailableBuffer(), timestampLayout))
+	b.Write(appendTimestamp(b.AvailableBuffer(), t))
 	b.WriteByte('"')
 	if ev.Originator != "" {
 		b.WriteString(`,"originator":`)

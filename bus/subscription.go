@@ -210,6 +210,31 @@ func (s *Subscription) pushLiveLocked(f *Frame, st *counters) (evicted bool) {
 	return false
 }
 
+// pushAllLocked queues a batch of live frames of the given total size at
+// once, when that changes nothing pushLiveLocked would do one frame at a
+// time: they all fit within both limits and stay below the slow warning.
+// It reports false, having queued nothing, otherwise. s.mu must be held,
+// and the subscription must not have ended.
+func (s *Subscription) pushAllLocked(frames []*Frame, size int64) bool {
+	first := 0
+	if s.waiting && len(s.q) == 0 {
+		// The first frame is handed straight to the waiting writer: no
+		// accounting, as in pushLiveLocked.
+		first = 1
+		size -= int64(frames[0].Size())
+	}
+	live, bytes := s.live+len(frames)-first, s.liveBytes+size
+	if live > s.maxQueued || bytes > s.maxBytes || (!s.warned && (live*4 >= s.maxQueued*3 || bytes*4 >= s.maxBytes*3)) {
+		return false
+	}
+	for i, f := range frames {
+		s.q = append(s.q, entry{f: f, counted: i >= first})
+	}
+	s.waiting = false
+	s.live, s.liveBytes = live, bytes
+	return true
+}
+
 // rearmLocked re-arms the slow warning once both figures are at 37.5% or below.
 func (s *Subscription) rearmLocked() {
 	if s.warned && s.live*8 <= s.maxQueued*3 && s.liveBytes*8 <= s.maxBytes*3 {
