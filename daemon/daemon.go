@@ -422,7 +422,7 @@ func (d *Daemon) reloadRequest(context.Context) error { return d.reload() }
 // runs is a data race.
 var restartKeys = map[string]bool{
 	"socket": true, "socket_mode": true, "socket_group": true, "listen_tcp": true,
-	"state_dir": true, "durability": true,
+	"state_dir": true, "durability": true, "fsync": true, "fsync_interval": true,
 	"read_header_timeout": true, "idle_timeout": true, "max_header_bytes": true,
 }
 
@@ -454,6 +454,7 @@ func (d *Daemon) reload() error {
 		d.log.Warn("these settings change only on restart; keeping their running values", "keys", restart)
 		next.Socket, next.SocketMode, next.SocketGroup = d.cfg.Socket, d.cfg.SocketMode, d.cfg.SocketGroup
 		next.ListenTCP, next.StateDir, next.Durability = d.cfg.ListenTCP, d.cfg.StateDir, d.cfg.Durability
+		next.Fsync, next.FsyncInterval = d.cfg.Fsync, d.cfg.FsyncInterval // the journal is open
 		next.ReadHeaderTimeout, next.IdleTimeout, next.MaxHeaderBytes = d.cfg.ReadHeaderTimeout, d.cfg.IdleTimeout, d.cfg.MaxHeaderBytes
 	}
 	auth, err := newAuth(next)
