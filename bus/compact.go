@@ -2,7 +2,9 @@ package bus
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"math/bits"
 )
 
 // compactInto appends the JSON value data to b without insignificant
@@ -109,12 +111,35 @@ var plain = func() (t [256]bool) {
 	return t
 }()
 
+// Bytes repeated over a word, for plainRun.
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// plainRun returns the index of the first byte of s[i:] that a string may
+// not hold as it is ('"', '\\' or a control character), or len(s). It
+// looks at eight bytes at a time: a byte is flagged when it is zero after
+// XOR with '"' or '\\', or when subtracting 0x20 borrows; a borrow can
+// only flag bytes after a flagged one, so the lowest flag is right.
+func plainRun(s []byte, i int) int {
+	for ; i+8 <= len(s); i += 8 {
+		x := binary.LittleEndian.Uint64(s[i:])
+		q, b := x^(lsb*'"'), x^(lsb*'\\')
+		if m := ((q-lsb)&^q | (b-lsb)&^b | (x-lsb*0x20)&^x) & msb; m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for i < len(s) && plain[s[i]] {
+		i++
+	}
+	return i
+}
+
 func (c *compactor) str() bool {
 	s, i := c.src, c.i+1
 	for {
-		for i < len(s) && plain[s[i]] {
-			i++
-		}
+		i = plainRun(s, i)
 		if i >= len(s) {
 			return false
 		}

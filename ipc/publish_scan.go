@@ -2,6 +2,8 @@ package ipc
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math/bits"
 
 	"github.com/localbus/localbus/bus"
 )
@@ -65,6 +67,10 @@ func scanLiteral(b []byte, i int, lit string) int {
 func scanString(b []byte, i int) int {
 	i++
 	for i < len(b) {
+		i = plainRun(b, i)
+		if i >= len(b) {
+			return -1
+		}
 		c := b[i]
 		switch {
 		case c == '"':
@@ -96,6 +102,31 @@ func scanString(b []byte, i int) int {
 		}
 	}
 	return -1
+}
+
+// Bytes repeated over a word, for plainRun.
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// plainRun returns the index of the first byte of b[i:] that is '"', '\\'
+// or a control character, or len(b), eight bytes at a time: a byte is
+// flagged when it is zero after XOR with '"' or '\\', or when subtracting
+// 0x20 borrows; a borrow can only flag bytes after a flagged one, so the
+// lowest flag is right.
+func plainRun(b []byte, i int) int {
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		q, s := x^(lsb*'"'), x^(lsb*'\\')
+		if m := ((q-lsb)&^q | (s-lsb)&^s | (x-lsb*0x20)&^x) & msb; m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for i < len(b) && b[i] >= 0x20 && b[i] != '"' && b[i] != '\\' {
+		i++
+	}
+	return i
 }
 
 func scanDigits(b []byte, i int) int {
