@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/localbus/localbus/bus"
@@ -208,11 +209,13 @@ func (h *Handler) servePublish(w http.ResponseWriter, r *http.Request, c Caller)
 		h.publishStream(w, r, c, id, originator, ack == ackLine)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, o.MaxBodyBytes))
+	body, err := readBody(w, r, o.MaxBodyBytes)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
+	// The events' data point into the body until the bus has copied them.
+	defer putBody(body)
 	events, err := decodePublish(body, ndjson, o.MaxEventBytes, DefaultMaxBatch)
 	if err != nil {
 		writeError(w, err)
@@ -245,6 +248,43 @@ func (h *Handler) servePublish(w http.ResponseWriter, r *http.Request, c Caller)
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	w.Write(b)
+}
+
+// bodyPool keeps publish bodies' buffers, up to maxPooledBody each: a
+// batch of a thousand events is a few hundred KiB, which io.ReadAll would
+// grow by doubling and leave to the collector on every request.
+var bodyPool sync.Pool
+
+const maxPooledBody = 1 << 20
+
+// readBody reads a request body of at most limit bytes into a buffer that
+// putBody takes back.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	if r.ContentLength < 0 || r.ContentLength > maxPooledBody {
+		return io.ReadAll(rd)
+	}
+	var b []byte
+	if p, ok := bodyPool.Get().(*[]byte); ok && cap(*p) >= int(r.ContentLength) {
+		b = (*p)[:r.ContentLength]
+	} else {
+		b = make([]byte, r.ContentLength, max(r.ContentLength, 64<<10))
+	}
+	if _, err := io.ReadFull(rd, b); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			err = errorf(http.StatusBadRequest, "invalid_body", "the body is shorter than its Content-Length")
+		}
+		return nil, err
+	}
+	// Anything past Content-Length: net/http reports it as the end of the
+	// body, which is all a well-formed request has.
+	return b, nil
+}
+
+func putBody(b []byte) {
+	if cap(b) <= maxPooledBody {
+		bodyPool.Put(&b)
+	}
 }
 
 // publish publishes a batch and records its latency.
