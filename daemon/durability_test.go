@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -101,12 +103,13 @@ func (a *acked) max() uint64 {
 	return m
 }
 
-// replay reads session's whole ring with ?since=0, up to stream:replayed.
-func replay(t testing.TB, d *lbtest.Daemon, session string) []bus.Envelope {
+// replay reads session's ring from since with ?since=, up to
+// stream:replayed; a stream:gap fails the test.
+func replay(t testing.TB, d *lbtest.Daemon, session string, since uint64) []bus.Envelope {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://localbus/api/v1/sessions/"+session+"/events?since=0", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://localbus/api/v1/sessions/"+session+"/events?since="+strconv.FormatUint(since, 10), nil)
 	resp, err := d.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +134,7 @@ func replay(t testing.TB, d *lbtest.Daemon, session string) []bus.Envelope {
 		case bus.TypeReplayed:
 			return out
 		case bus.TypeGap:
-			t.Errorf("replay of %s from 0: %s", session, data)
+			t.Errorf("replay of %s from %d: %s", session, since, data)
 		}
 		if env.ID != 0 {
 			out = append(out, env)
@@ -166,7 +169,7 @@ func sessionInfo(t testing.TB, d *lbtest.Daemon, session string) (info struct {
 // with, and returns lastId.
 func checkStored(t testing.TB, d *lbtest.Daemon, session string, a *acked) uint64 {
 	t.Helper()
-	envs := replay(t, d, session)
+	envs := replay(t, d, session, 0)
 	var ids []uint64
 	for _, e := range envs {
 		ids = append(ids, e.ID)
@@ -350,5 +353,89 @@ func TestRetentionKeepsDiskWithinTheRing(t *testing.T) {
 	}
 	if !slices.Equal(j.Sessions(), []string{"ret"}) {
 		t.Errorf("sessions on disk = %v, want [ret]", j.Sessions())
+	}
+}
+
+// TestDiskFullAnswers507AndKeepsServingReads runs the daemon with its
+// state_dir on a 16 MiB tmpfs and publishes until the disk is full: the
+// publish is refused with 507 and a JSON error, reads and replays go on,
+// publishing resumes with the next id once there is room, and a restart
+// restores every acknowledged event. It needs root to mount the tmpfs.
+func TestDiskFullAnswers507AndKeepsServingReads(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small filesystem needs root")
+	}
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs", state).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v: %s", err, out)
+	}
+	// Registered first, so it runs after the daemon has stopped.
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", state).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", state, err, out)
+		}
+	})
+	ballast := filepath.Join(state, "ballast")
+	if err := os.WriteFile(ballast, make([]byte, 4<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts := lbtest.Options{Dir: dir, Durable: true, Args: []string{"--ring-size", "1000"}}
+	d := lbtest.Start(t, opts)
+
+	body := func(k int) string {
+		var evs []string
+		for i := range 100 {
+			evs = append(evs, fmt.Sprintf(`{"type":"full:ev","data":{"n":%d,"pad":"%s"}}`, k*100+i, strings.Repeat("x", 250)))
+		}
+		return "[" + strings.Join(evs, ",") + "]"
+	}
+	var last uint64
+	var refused []byte
+	for k := 0; k < 5000 && refused == nil; k++ {
+		status, b := d.Do(t, http.MethodPost, "/api/v1/sessions/full/events", body(k))
+		switch status {
+		case http.StatusOK:
+			var r struct {
+				LastID uint64 `json:"lastId"`
+			}
+			json.Unmarshal(b, &r)
+			last = r.LastID
+		case http.StatusInsufficientStorage:
+			refused = b
+		default:
+			t.Fatalf("publish %d = %d %s, want 200 or 507", k, status, b)
+		}
+	}
+	if refused == nil {
+		t.Fatalf("the disk never filled; last id %d", last)
+	}
+	if e := lbtest.DecodeError(t, refused); e.Error.Code != "disk_full" {
+		t.Errorf("507 error code = %q, want disk_full", e.Error.Code)
+	}
+
+	// Reads go on.
+	if info := sessionInfo(t, d, "full"); info.LastID != last {
+		t.Errorf("lastId while the disk is full = %d, want %d", info.LastID, last)
+	}
+	envs := replay(t, d, "full", last-50)
+	if len(envs) != 50 || envs[49].ID != last {
+		t.Errorf("replay of the last 50 while the disk is full: %d events, want 50 ending at id %d", len(envs), last)
+	}
+
+	// Room again: the next publish gets the next id.
+	if err := os.Remove(ballast); err != nil {
+		t.Fatal(err)
+	}
+	if id := publish(t, d, "full", "full:ev", "1"); id != last+1 {
+		t.Errorf("first id once there is room = %d, want %d", id, last+1)
+	}
+	d.Stop(t)
+	d2 := lbtest.Start(t, opts)
+	if info := sessionInfo(t, d2, "full"); info.LastID != last+1 {
+		t.Errorf("lastId after a restart = %d, want %d", info.LastID, last+1)
 	}
 }

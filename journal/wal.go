@@ -77,12 +77,30 @@ func segments(dir string) ([]uint64, error) {
 // openWAL starts a new, empty segment numbered seq.
 func openWAL(dir string, seq uint64, segSize int64, wrap func(File) File, onSync func(), noSync bool) (*wal, error) {
 	w := &wal{dir: dir, wrap: wrap, onSync: onSync, noSync: noSync, seq: seq, segSize: segSize}
-	f, err := w.create(seq, segSize)
+	f, size, err := w.createFitting(seq, 0)
 	if err != nil {
 		return nil, err
 	}
-	w.f, w.cap = f, segSize
+	w.f, w.cap = f, size
 	return w, nil
+}
+
+// minSegment is the smallest segment createFitting tries on a full disk.
+const minSegment = 64 << 10
+
+// createFitting creates segment seq of w.segSize bytes, or of need if
+// larger; when the disk has no room for that, of half as much, and so on
+// down to minSegment or need, so that a nearly full disk still takes
+// publishes until it is really full.
+func (w *wal) createFitting(seq uint64, need int64) (File, int64, error) {
+	size := max(w.segSize, need)
+	for {
+		f, err := w.create(seq, size)
+		if err == nil || !errors.Is(err, ErrDiskFull) || size/2 < max(need, minSegment) {
+			return f, size, err
+		}
+		size /= 2
+	}
 }
 
 func (w *wal) create(seq uint64, size int64) (File, error) {
@@ -106,8 +124,7 @@ func (w *wal) create(seq uint64, size int64) (File, error) {
 // nextLocked starts the next segment, with room for need bytes at least;
 // the current one waits in w.old to be synced. w.mu must be held.
 func (w *wal) nextLocked(need int64) error {
-	size := max(w.segSize, need)
-	f, err := w.create(w.seq+1, size)
+	f, size, err := w.createFitting(w.seq+1, need)
 	if err != nil {
 		return err
 	}
@@ -150,13 +167,6 @@ func (w *wal) append(p []byte) (uint64, error) {
 	w.off += int64(n)
 	w.lsn += uint64(n)
 	return w.lsn, nil
-}
-
-// size returns the current segment's size.
-func (w *wal) size() int64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.off
 }
 
 // end returns the log offset past the last record.
