@@ -35,7 +35,7 @@ const (
 // Defaults of Options.
 const (
 	DefaultSyncInterval       = 100 * time.Millisecond
-	DefaultSegmentBytes       = 64 << 20
+	DefaultSegmentBytes       = 16 << 20
 	DefaultCheckpointBytes    = 64 << 20
 	DefaultCheckpointInterval = 5 * time.Second
 )
@@ -49,7 +49,7 @@ type Options struct {
 	// SyncInterval is the sync period under SyncInterval; default 100 ms.
 	SyncInterval time.Duration
 	// SegmentBytes is the size of a log segment, allocated on disk when it
-	// is created; default 64 MiB. A batch larger than that gets a segment
+	// is created; default 16 MiB. A batch larger than that gets a segment
 	// of its own size.
 	SegmentBytes int64
 	// CheckpointBytes is how much log starts a checkpoint; default 64 MiB.
