@@ -148,7 +148,8 @@ func (h *Handler) streamSSE(w http.ResponseWriter, r *http.Request, sub *bus.Sub
 // writer sends each wake-up's frames as one chunk with one writev: the
 // chunk header, every frame's shared bytes (no copy), the chunk's CRLF.
 // A second goroutine reads the connection only to notice the client
-// leaving, as net/http's background read would.
+// leaving, as net/http's background read would, and then closes the
+// subscription, so the writer waits on the queue and the keepalive alone.
 type sseConn struct {
 	conn    vecConn
 	head    []byte // the response head, sent with the first chunk
@@ -196,7 +197,7 @@ func (hw *headerWriter) Write(p []byte) (int, error) {
 // serve writes the stream until it ends, the client leaves or a write
 // fails, then closes the connection.
 func (s *sseConn) serve(sub *bus.Subscription, o *Options) {
-	go s.watch()
+	go s.watch(sub)
 	defer func() {
 		s.conn.Close()
 		<-s.gone
@@ -231,8 +232,6 @@ func (s *sseConn) serve(sub *bus.Subscription, o *Options) {
 				return
 			}
 			keepalive.wrote()
-		case <-s.gone:
-			return
 		}
 	}
 }
@@ -311,12 +310,15 @@ func (s *sseConn) write(wb *writeBuf, first, ended bool, extra []byte, timeout t
 }
 
 // watch reads the connection until the client closes it (or shuts down
-// its side), or serve closes it, and then closes gone.
-func (s *sseConn) watch() {
+// its side), or serve closes it; then it closes the subscription, which
+// wakes the writer to end the stream (and frees the subscriber's place at
+// once), and closes gone.
+func (s *sseConn) watch(sub *bus.Subscription) {
 	defer close(s.gone)
 	buf := make([]byte, 64)
 	for {
 		if _, err := s.conn.Read(buf); err != nil {
+			sub.Close()
 			return
 		}
 	}
