@@ -143,6 +143,12 @@ func Open(opts Options) (*Journal, error) {
 	return j, nil
 }
 
+// recordPool holds buffers to encode log records in: a batch of 1000
+// events is a record of hundreds of KiB, which the log copies at once.
+var recordPool = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledRecord = 4 << 20
+
 // log appends the record of frames of bus num and, with SyncAlways, waits
 // until it is durable. It returns the log offset past the record.
 func (j *Journal) log(num uint64, frames []*bus.Frame) (uint64, error) {
@@ -150,8 +156,13 @@ func (j *Journal) log(num uint64, frames []*bus.Frame) (uint64, error) {
 	for _, f := range frames {
 		n += 6 + len(f.Type) + len(f.JSON())
 	}
-	rec := appendRecord(make([]byte, 0, n), num, frames)
+	bp := recordPool.Get().(*[]byte)
+	rec := appendRecord(slices.Grow((*bp)[:0], n), num, frames)
 	lsn, err := j.wal.append(rec)
+	if cap(rec) <= maxPooledRecord {
+		*bp = rec[:0]
+		recordPool.Put(bp)
+	}
 	if err != nil {
 		return 0, err
 	}
