@@ -16,9 +16,9 @@
 // into the database in one transaction, deletes the events that retention
 // dropped, and removes the log segments it covered. The database holds,
 // per bus: its session id, epoch, ring size and last id, and its retained
-// events keyed by id, each value carrying a CRC-32C, the type and the
-// JSON envelope, so a frame is rebuilt with bus.NewFrame and no JSON
-// parsing.
+// events in chunks of consecutive ids keyed by the first, each chunk
+// carrying a CRC-32C and each event its type and JSON envelope, so a frame
+// is rebuilt with bus.NewFrame and no JSON parsing.
 //
 // # Durability
 //
@@ -35,7 +35,7 @@
 // newest segment is a torn tail: it is cut off and logged with what it
 // held, and epochs are kept (with SyncAlways nothing acknowledged was in
 // it). A bad record anywhere else is corruption: everything after it is
-// dropped and every bus gets a new epoch. A stored event whose checksum
+// dropped and every bus gets a new epoch. A stored chunk whose checksum
 // does not match is dropped with every older event of its bus, whose
 // epoch changes. Without the clean-shutdown mark, a journal last run with
 // SyncInterval or SyncNever gives every bus a new epoch, since

@@ -202,12 +202,14 @@ func onDisk(t testing.TB, j *Journal, session string) (count int, bytes int64) {
 	j.mu.Unlock()
 	err := j.db.View(func(tx *bolt.Tx) error {
 		return eventsBucket(tx, num).ForEach(func(k, v []byte) error {
-			typ, env, err := parseValue(v)
+			evs, err := parseChunk(v)
 			if err != nil {
 				return err
 			}
-			count++
-			bytes += int64(bus.FrameSize(keyID(k), string(typ), len(env)))
+			for i, ev := range evs {
+				count++
+				bytes += int64(bus.FrameSize(keyID(k)+uint64(i), ev.typ, len(ev.env)))
+			}
 			return nil
 		})
 	})

@@ -7,8 +7,8 @@ import (
 	"github.com/localbus/localbus/bus"
 )
 
-// FuzzReadRecord feeds arbitrary bytes, as a damaged log would hold, to the
-// record and value decoders: they never panic, and what they accept is
+// FuzzReadRecord feeds arbitrary bytes, as a damaged log or database would
+// hold, to the record and chunk decoders: they never panic, and what they accept is
 // whole and re-encodes to the same bytes.
 func FuzzReadRecord(f *testing.F) {
 	frames := []*bus.Frame{
@@ -20,11 +20,18 @@ func FuzzReadRecord(f *testing.F) {
 	f.Add(rec[:len(rec)-5])
 	f.Add(append(append([]byte(nil), rec...), rec...))
 	f.Add(make([]byte, 16))
-	f.Add(appendValue(nil, "a:b", []byte(`{"id":1}`)))
+	chunk, _ := appendChunks(nil, 7, len(frames),
+		func(i int) (string, []byte) { return frames[i].Type, frames[i].JSON() },
+		func(uint64, []byte) error { return nil })
+	f.Add(chunk)
 	f.Fuzz(func(t *testing.T, p []byte) {
-		if typ, env, err := parseValue(p); err == nil {
-			if got := appendValue(nil, string(typ), env); !bytes.Equal(got, p) {
-				t.Errorf("value %q re-encodes to %q", p, got)
+		if evs, err := parseChunk(p); err == nil {
+			var got []byte
+			got, _ = appendChunks(nil, 1, len(evs),
+				func(i int) (string, []byte) { return evs[i].typ, evs[i].env },
+				func(uint64, []byte) error { return nil })
+			if len(p) <= chunkMaxBytes && len(evs) <= chunkMaxEvents && !bytes.Equal(got, p) {
+				t.Errorf("chunk %q re-encodes to %q", p, got)
 			}
 		}
 		r, n, err := readRecord(p)

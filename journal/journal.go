@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -289,10 +290,13 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 	n := 0
 	for _, w := range works {
 		for _, f := range w.frames {
-			n += valueLen(f.Type, len(f.JSON()))
+			n += eventLen(f.Type, len(f.JSON()))
 		}
+		n += (len(w.frames)/chunkMaxEvents + 1) * chunkHeadLen
 	}
-	arena := make([]byte, 0, n)
+	// bbolt keeps values until the commit: they are cut from one arena
+	// whose bytes are never reused (a larger one is allocated if needed).
+	arena := make([]byte, 0, n+n/8)
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		for _, w := range works {
 			m, err := getMeta(tx, w.s.num)
@@ -307,15 +311,15 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 				return err
 			}
 			b.FillPercent = 0.95 // keys only grow
-			for _, f := range w.frames {
-				// bbolt keeps values until the commit: never reuse their bytes.
-				start := len(arena)
-				arena = appendValue(arena, f.Type, f.JSON())
-				if err := b.Put(idKey(f.ID), arena[start:len(arena):len(arena)]); err != nil {
+			if len(w.frames) > 0 {
+				arena, err = appendChunks(arena, w.frames[0].ID, len(w.frames),
+					func(i int) (string, []byte) { return w.frames[i].Type, w.frames[i].JSON() },
+					func(id uint64, v []byte) error { return b.Put(idKey(id), v) })
+				if err != nil {
 					return err
 				}
 			}
-			if err := deleteBelow(b, w.earliest); err != nil {
+			if arena, err = trimBelow(b, w.earliest, arena); err != nil {
 				return err
 			}
 			if m.LastID != w.lastID {
@@ -340,16 +344,66 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 	return j.wal.removeThrough(seq)
 }
 
-// deleteBelow deletes the keys of b below id. Retained ids are consecutive,
-// so it deletes from the first key up without iterating a cursor that the
-// deletes would disturb.
-func deleteBelow(b *bolt.Bucket, id uint64) error {
-	k, _ := b.Cursor().First()
-	if k == nil {
-		return nil
+// trimBelow deletes the events of b below id: chunks that end below it,
+// and the older part of the chunk that holds it, which is written again
+// from id on (into arena, which it returns). Disk then holds what the ring
+// does.
+func trimBelow(b *bolt.Bucket, id uint64, arena []byte) ([]byte, error) {
+	var dels [][]byte
+	var keep []storedEvent
+	c := b.Cursor()
+	for k, v := c.First(); k != nil && keyID(k) < id; k, v = c.Next() {
+		dels = append(dels, idKey(keyID(k)))
+		evs, err := parseChunk(v)
+		if err != nil {
+			continue // damaged (Open drops those first): nothing to keep
+		}
+		if last := keyID(k) + uint64(len(evs)) - 1; last >= id {
+			keep = evs[id-keyID(k):]
+			break
+		}
 	}
-	for i := keyID(k); i < id; i++ {
-		if err := b.Delete(idKey(i)); err != nil {
+	var err error
+	if len(keep) > 0 {
+		// keep aliases the page being rewritten: encode it first.
+		var vals [][]byte
+		arena, err = appendChunks(arena, id, len(keep),
+			func(i int) (string, []byte) { return keep[i].typ, keep[i].env },
+			func(_ uint64, v []byte) error { vals = append(vals, v); return nil })
+		if err != nil {
+			return arena, err
+		}
+		for _, k := range dels {
+			if err := b.Delete(k); err != nil {
+				return arena, err
+			}
+		}
+		start := id
+		for _, v := range vals {
+			if err := b.Put(idKey(start), v); err != nil {
+				return arena, err
+			}
+			start += uint64(binary.BigEndian.Uint32(v[4:]))
+		}
+		return arena, nil
+	}
+	for _, k := range dels {
+		if err := b.Delete(k); err != nil {
+			return arena, err
+		}
+	}
+	return arena, nil
+}
+
+// deleteKeysBelow deletes the chunks of b whose key is below key.
+func deleteKeysBelow(b *bolt.Bucket, key uint64) error {
+	var dels [][]byte
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil && keyID(k) < key; k, _ = c.Next() {
+		dels = append(dels, idKey(keyID(k)))
+	}
+	for _, k := range dels {
+		if err := b.Delete(k); err != nil {
 			return err
 		}
 	}

@@ -34,11 +34,7 @@ func appendRecord(dst []byte, num uint64, frames []*bus.Frame) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, frames[0].ID)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(frames)))
 	for _, f := range frames {
-		env := f.JSON()
-		dst = binary.BigEndian.AppendUint16(dst, uint16(len(f.Type)))
-		dst = append(dst, f.Type...)
-		dst = binary.BigEndian.AppendUint32(dst, uint32(len(env)))
-		dst = append(dst, env...)
+		dst = appendEvent(dst, f.Type, f.JSON())
 	}
 	payload := dst[start+recHeaderLen:]
 	binary.BigEndian.PutUint32(dst[start:], uint32(len(payload)))
@@ -93,61 +89,105 @@ func decodePayload(p []byte, full bool) (record, error) {
 		r.events = make([]storedEvent, min(count, 1<<20))
 		return r, nil
 	}
-	if r.firstID == 0 || uint64(count) > uint64(len(p)) {
+	if r.firstID == 0 {
 		return record{}, errBadRecord
 	}
-	r.events = make([]storedEvent, 0, count)
-	p = p[payloadHeadLen:]
+	events, err := decodeEvents(p[payloadHeadLen:], count)
+	if err != nil {
+		return record{}, err
+	}
+	r.events = events
+	return r, nil
+}
+
+// decodeEvents decodes count events encoded by appendEvent, which must
+// fill p exactly. The envelopes alias p.
+func decodeEvents(p []byte, count uint32) ([]storedEvent, error) {
+	if uint64(count) > uint64(len(p)) {
+		return nil, errBadRecord
+	}
+	events := make([]storedEvent, 0, count)
 	for range count {
 		if len(p) < 2 {
-			return record{}, errBadRecord
+			return nil, errBadRecord
 		}
 		tl := int(binary.BigEndian.Uint16(p))
 		if len(p) < 2+tl+4 {
-			return record{}, errBadRecord
+			return nil, errBadRecord
 		}
 		typ := string(p[2 : 2+tl])
 		p = p[2+tl:]
 		el := binary.BigEndian.Uint32(p)
 		if uint64(len(p)-4) < uint64(el) {
-			return record{}, errBadRecord
+			return nil, errBadRecord
 		}
-		r.events = append(r.events, storedEvent{typ: typ, env: p[4 : 4+el]})
+		events = append(events, storedEvent{typ: typ, env: p[4 : 4+el]})
 		p = p[4+el:]
 	}
 	if len(p) != 0 {
-		return record{}, errBadRecord
+		return nil, errBadRecord
 	}
-	return r, nil
+	return events, nil
 }
 
-// Database values: CRC-32C of the rest (4 bytes), type length (2), type,
-// envelope. Keys are ids, 8 bytes big-endian.
-
-func appendValue(dst []byte, typ string, env []byte) []byte {
-	start := len(dst)
-	dst = append(dst, 0, 0, 0, 0)
+// appendEvent appends one event as log records and chunks hold it.
+func appendEvent(dst []byte, typ string, env []byte) []byte {
 	dst = binary.BigEndian.AppendUint16(dst, uint16(len(typ)))
 	dst = append(dst, typ...)
-	dst = append(dst, env...)
-	binary.BigEndian.PutUint32(dst[start:], checksum(dst[start+4:]))
-	return dst
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(env)))
+	return append(dst, env...)
 }
 
-// valueLen is the length of the value appendValue makes.
-func valueLen(typ string, envLen int) int { return 4 + 2 + len(typ) + envLen }
+// eventLen is the length of what appendEvent appends.
+func eventLen(typ string, envLen int) int { return 2 + len(typ) + 4 + envLen }
 
-// parseValue checks a value's checksum and returns its type and envelope,
-// which alias v.
-func parseValue(v []byte) (typ []byte, env []byte, err error) {
-	if len(v) < 6 || checksum(v[4:]) != binary.BigEndian.Uint32(v) {
-		return nil, nil, errBadRecord
+// Database values are chunks of events with consecutive ids, keyed by the
+// first id (8 bytes, big-endian): CRC-32C of the rest (4 bytes), the count
+// (4), then the events as appendEvent encodes them. Chunks keep the
+// database's work per checkpoint to a few keys per bus, however many events
+// it copies.
+const (
+	chunkHeadLen   = 8
+	chunkMaxBytes  = 64 << 10
+	chunkMaxEvents = 1024
+)
+
+// appendChunks appends the chunks of events, whose first id is first, to
+// dst and calls put with each chunk's first id and value (which aliases
+// dst's array: the caller must not modify it before bbolt is done with it).
+func appendChunks(dst []byte, first uint64, n int, event func(i int) (string, []byte), put func(id uint64, v []byte) error) ([]byte, error) {
+	for i := 0; i < n; {
+		start := len(dst)
+		dst = append(dst, make([]byte, chunkHeadLen)...)
+		k := i
+		for ; k < n && k-i < chunkMaxEvents; k++ {
+			typ, env := event(k)
+			if k > i && len(dst)-start+eventLen(typ, len(env)) > chunkMaxBytes {
+				break
+			}
+			dst = appendEvent(dst, typ, env)
+		}
+		binary.BigEndian.PutUint32(dst[start+4:], uint32(k-i))
+		binary.BigEndian.PutUint32(dst[start:], checksum(dst[start+4:]))
+		if err := put(first+uint64(i), dst[start:len(dst):len(dst)]); err != nil {
+			return dst, err
+		}
+		i = k
 	}
-	tl := int(binary.BigEndian.Uint16(v[4:]))
-	if len(v) < 6+tl {
-		return nil, nil, errBadRecord
+	return dst, nil
+}
+
+// parseChunk checks a chunk's checksum and decodes its events, whose
+// envelopes alias v.
+func parseChunk(v []byte) ([]storedEvent, error) {
+	if len(v) < chunkHeadLen || checksum(v[4:]) != binary.BigEndian.Uint32(v) {
+		return nil, errBadRecord
 	}
-	return v[6 : 6+tl], v[6+tl:], nil
+	evs, err := decodeEvents(v[chunkHeadLen:], binary.BigEndian.Uint32(v[4:]))
+	if err != nil || len(evs) == 0 {
+		return nil, errBadRecord
+	}
+	return evs, nil
 }
 
 func idKey(id uint64) []byte { return binary.BigEndian.AppendUint64(nil, id) }

@@ -314,22 +314,24 @@ func applyRecord(tx *bolt.Tx, rec record, m *busMeta, arena *[]byte, reset map[u
 	}
 	b.FillPercent = 0.95
 	if rec.firstID > m.LastID+1 {
-		if err := deleteBelow(b, rec.firstID); err != nil {
+		if err := deleteKeysBelow(b, rec.firstID); err != nil {
 			return err
 		}
 		reset[rec.num] = true
 	}
-	for i, ev := range rec.events {
-		id := rec.firstID + uint64(i)
-		if id <= m.LastID {
-			continue
-		}
-		// bbolt keeps values until the commit: never reuse their bytes.
-		start := len(*arena)
-		*arena = appendValue(*arena, ev.typ, ev.env)
-		if err := b.Put(idKey(id), (*arena)[start:len(*arena):len(*arena)]); err != nil {
-			return err
-		}
+	evs := rec.events
+	first := rec.firstID
+	if first <= m.LastID {
+		evs = evs[m.LastID+1-first:]
+		first = m.LastID + 1
+	}
+	// bbolt keeps values until the commit: the arena's bytes are never
+	// reused (growing it leaves the old array to the values cut from it).
+	*arena, err = appendChunks(*arena, first, len(evs),
+		func(i int) (string, []byte) { return evs[i].typ, evs[i].env },
+		func(id uint64, v []byte) error { return b.Put(idKey(id), v) })
+	if err != nil {
+		return err
 	}
 	m.LastID = last
 	return nil
@@ -375,13 +377,13 @@ func sessionName(m *busMeta) string {
 	return m.Session
 }
 
-// scan reads every bus's stored events, checking each checksum, and
+// scan reads every bus's stored chunks, checking each checksum, and
 // returns the retained windows (sizes only; frames are read on demand). A
-// bus whose events are damaged or not contiguous up to its last id keeps
+// bus whose chunks are damaged, or not contiguous up to its last id, keeps
 // only the intact suffix, loses the rest on disk, and is marked in reset.
 func (j *Journal) scan(metas map[uint64]*busMeta, reset map[uint64]bool) (map[uint64]window, error) {
 	windows := make(map[uint64]window, len(metas))
-	drop := map[uint64]uint64{} // bus → delete ids up to this one
+	drop := map[uint64]uint64{} // bus → delete the chunks with keys below this
 	err := j.db.View(func(tx *bolt.Tx) error {
 		for num, m := range metas {
 			var w window
@@ -390,33 +392,42 @@ func (j *Journal) scan(metas map[uint64]*busMeta, reset map[uint64]bool) (map[ui
 				windows[num] = w
 				continue
 			}
-			var bad, badCount uint64
+			var dropKey uint64
+			damaged, afterBad := false, false
 			c := b.Cursor()
 			for k, v := c.First(); k != nil; k, v = c.Next() {
-				id := keyID(k)
-				typ, env, err := parseValue(v)
-				if err != nil || id == 0 || (w.n > 0 && id != w.first+uint64(w.n)) || id > m.LastID {
+				first := keyID(k)
+				evs, err := parseChunk(v)
+				ok := err == nil && first != 0 && first+uint64(len(evs))-1 <= m.LastID
+				if !ok {
 					// Keep only what follows the damage.
-					bad, badCount = id, badCount+uint64(w.n)+1
-					w = window{}
-					if err == nil && id != 0 && id <= m.LastID {
-						bad, badCount = id-1, badCount-1
-						w.push(id, storedEntry(id, typ, env, v))
-					}
+					w, damaged, afterBad, dropKey = window{}, true, true, first+1
 					continue
 				}
-				w.push(id, storedEntry(id, typ, env, v))
+				if w.n > 0 && first != w.first+uint64(w.n) {
+					w, damaged = window{}, true // a hole: keep what follows it
+				}
+				if w.n == 0 && damaged {
+					dropKey, afterBad = first, false
+				}
+				for i, ev := range evs {
+					w.push(first+uint64(i), storedEntry(first+uint64(i), ev))
+				}
 			}
-			if w.n > 0 && w.first+uint64(w.n)-1 != m.LastID {
-				// The newest events are missing: what is left would hide it.
-				bad, badCount = w.first+uint64(w.n)-1, badCount+uint64(w.n)
-				w = window{}
+			if afterBad || (w.n > 0 && w.first+uint64(w.n)-1 != m.LastID) {
+				// Damage at the end, or the newest events missing: what is
+				// left would hide it.
+				w, damaged, dropKey = window{}, true, ^uint64(0)
 			}
-			if bad != 0 {
-				drop[num] = bad
+			if damaged {
+				drop[num] = dropKey
 				reset[num] = true
+				through := m.LastID
+				if w.n > 0 {
+					through = w.first - 1
+				}
 				j.log_.Error("journal: dropped damaged stored events (the bus gets a new epoch)",
-					"session", sessionName(m), "throughId", bad, "dropped", badCount, "kept", w.n, "lastId", m.LastID)
+					"session", sessionName(m), "throughId", through, "kept", w.n, "lastId", m.LastID)
 			}
 			windows[num] = w
 		}
@@ -426,8 +437,8 @@ func (j *Journal) scan(metas map[uint64]*busMeta, reset map[uint64]bool) (map[ui
 		return windows, err
 	}
 	err = j.db.Update(func(tx *bolt.Tx) error {
-		for num, through := range drop {
-			if err := deleteBelow(eventsBucket(tx, num), through+1); err != nil {
+		for num, key := range drop {
+			if err := deleteKeysBelow(eventsBucket(tx, num), key); err != nil {
 				return err
 			}
 		}
@@ -440,10 +451,8 @@ func (j *Journal) scan(metas map[uint64]*busMeta, reset map[uint64]bool) (map[ui
 }
 
 // storedEntry is the window entry of a stored event, its frame not read.
-func storedEntry(id uint64, typ, env, v []byte) entry {
-	// FrameSize only counts the type's length: pass it with the envelope's
-	// rather than convert typ to a string for each of a million events.
-	return entry{size: uint32(bus.FrameSize(id, "", len(typ)+len(env))), disk: uint32(8 + len(v))}
+func storedEntry(id uint64, ev storedEvent) entry {
+	return entry{size: uint32(bus.FrameSize(id, ev.typ, len(ev.env))), disk: uint32(eventLen(ev.typ, len(ev.env)))}
 }
 
 func allZero(p []byte) bool {

@@ -141,13 +141,17 @@ func TestCorruptStoredEventDropsItAndOlderOnes(t *testing.T) {
 	j, _ := open(t, dir, Options{})
 	b := newBus(t, j, "s", 0, 0)
 	other := newBus(t, j, "other", 0, 0)
-	publish(t, b, events(0, 10, 100)...)
+	publish(t, b, events(0, 4, 100)...) // the chunk of ids 1-4
+	if err := j.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, b, events(4, 6, 100)...) // the chunk of ids 5-10, at Close
 	publish(t, other, events(0, 3, 100)...)
 	epoch, otherEpoch := b.Epoch(), other.Epoch()
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// Flip a byte of event 4's value, as bit rot would.
+	// Flip a byte of event 4, in the chunk of 1-4, as bit rot would.
 	db, err := bolt.Open(dir+"/"+dbName, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -155,9 +159,9 @@ func TestCorruptStoredEventDropsItAndOlderOnes(t *testing.T) {
 	err = db.Update(func(tx *bolt.Tx) error {
 		num := uint64(0) // the first bus created
 		bk := eventsBucket(tx, num)
-		v := append([]byte(nil), bk.Get(idKey(4))...)
+		v := append([]byte(nil), bk.Get(idKey(1))...)
 		v[len(v)-3] ^= 0x01
-		return bk.Put(idKey(4), v)
+		return bk.Put(idKey(1), v)
 	})
 	db.Close()
 	if err != nil {

@@ -107,7 +107,7 @@ func (s *Store) Append(frames []*bus.Frame) error {
 		return err
 	}
 	for _, f := range frames {
-		s.win.push(f.ID, entry{f: f, size: uint32(f.Size()), disk: uint32(8 + valueLen(f.Type, len(f.JSON())))})
+		s.win.push(f.ID, entry{f: f, size: uint32(f.Size()), disk: uint32(eventLen(f.Type, len(f.JSON())))})
 	}
 	s.lastID = frames[len(frames)-1].ID
 	s.lastLSN = lsn
@@ -194,16 +194,21 @@ func (s *Store) loadLocked(i int) error {
 		c := b.Cursor()
 		id := s.win.first + uint64(i)
 		k, v := c.Seek(idKey(id))
-		for ; i < s.win.n && s.win.at(i).f == nil; i, id = i+1, id+1 {
-			if k == nil || keyID(k) != id {
+		if k == nil || keyID(k) > id {
+			k, v = c.Prev() // the chunk that holds id starts before it
+		}
+		for ; i < s.win.n && s.win.at(i).f == nil; k, v = c.Next() {
+			if k == nil || keyID(k) > id {
 				return fmt.Errorf("journal: event %d missing", id)
 			}
-			typ, env, err := parseValue(v)
+			evs, err := parseChunk(v)
 			if err != nil {
-				return fmt.Errorf("journal: event %d: %w", id, err)
+				return fmt.Errorf("journal: chunk %d: %w", keyID(k), err)
 			}
-			s.win.at(i).f = bus.NewFrame(id, string(typ), env)
-			k, v = c.Next()
+			for first := keyID(k); id-first < uint64(len(evs)) && i < s.win.n && s.win.at(i).f == nil; i, id = i+1, id+1 {
+				ev := evs[id-first]
+				s.win.at(i).f = bus.NewFrame(id, ev.typ, ev.env)
+			}
 		}
 		return nil
 	})
