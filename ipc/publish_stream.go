@@ -264,7 +264,12 @@ func (ps *pubStream) readError(err error) error {
 	if errors.As(err, &e) && e.Code == "body_timeout" {
 		return errorf(http.StatusRequestTimeout, "body_timeout", "no data for %v after line %d: send a line, or a blank line to keep a quiet stream open, at least every %v", ps.o.BodyTimeout, ps.line, ps.o.BodyTimeout)
 	}
-	return err
+	if e != nil {
+		return e
+	}
+	// The client went away, or its chunked body broke: nobody may read
+	// the reply, but it says what happened.
+	return errorf(http.StatusBadRequest, "invalid_body", "the body broke off after line %d: %v", ps.line, err)
 }
 
 // finish sends the final acknowledgement.

@@ -218,7 +218,7 @@ func (s *sseConn) serve(sub *bus.Subscription, o *Options) {
 		if n > 0 || first {
 			keepalive.wrote()
 		}
-		first = false
+		first, s.head = false, nil
 		select {
 		case <-sub.Ready():
 		case <-keepalive.C():
