@@ -83,6 +83,7 @@ type Journal struct {
 
 	ckptMu  sync.Mutex    // one checkpoint at a time; taken before mu
 	ckptLSN atomic.Uint64 // log offset where the last checkpoint began
+	arena   []byte        // guarded by ckptMu: the last checkpoint's buffer
 	kick    chan struct{}
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -148,7 +149,10 @@ func Open(opts Options) (*Journal, error) {
 // events is a record of hundreds of KiB, which the log copies at once.
 var recordPool = sync.Pool{New: func() any { return new([]byte) }}
 
-const maxPooledRecord = 4 << 20
+const (
+	maxPooledRecord = 4 << 20
+	maxPooledArena  = 64 << 20
+)
 
 // log appends the record of frames of bus num and, with SyncAlways, waits
 // until it is durable. It returns the log offset past the record.
@@ -295,8 +299,13 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 		n += (len(w.frames)/chunkMaxEvents + 1) * chunkHeadLen
 	}
 	// bbolt keeps values until the commit: they are cut from one arena
-	// whose bytes are never reused (a larger one is allocated if needed).
-	arena := make([]byte, 0, n+n/8)
+	// whose bytes are not reused before it (a larger one is allocated if
+	// needed). The next checkpoint reuses it: fresh memory costs page
+	// faults.
+	arena := j.arena[:0]
+	if cap(arena) < n+n/8 {
+		arena = make([]byte, 0, n+n/8)
+	}
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		for _, w := range works {
 			m, err := getMeta(tx, w.s.num)
@@ -331,6 +340,9 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 		}
 		return nil
 	})
+	if cap(arena) <= maxPooledArena {
+		j.arena = arena[:0]
+	}
 	if err != nil {
 		return classify(err)
 	}
