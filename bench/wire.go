@@ -81,8 +81,9 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("bench: %s %s: %d %s: %s", e.Method, e.Path, e.Status, http.StatusText(e.Status), e.Body)
 }
 
-// writeHead writes a request line and headers: Host, the key, then extra
-// lines (each "Name: value"), and a Content-Length when body is not nil.
+// appendHead appends a request line and headers: Host, the key, then
+// extra lines (each "Name: value"), and a Content-Length when body is not
+// nil.
 func (e endpoint) appendHead(dst []byte, method, path string, body []byte, extra ...string) []byte {
 	dst = append(dst, method...)
 	dst = append(dst, ' ')
