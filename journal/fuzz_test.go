@@ -25,7 +25,18 @@ func FuzzReadRecord(f *testing.F) {
 		func(uint64, []byte) error { return nil })
 	f.Add(chunk)
 	f.Fuzz(func(t *testing.T, p []byte) {
-		if evs, err := parseChunk(p); err == nil {
+		evs, err := parseChunk(p)
+		var lens []int
+		n, serr := chunkSizes(p, func(tl, el int) { lens = append(lens, tl+el) })
+		if (err == nil) != (serr == nil) || (err == nil && n != len(evs)) {
+			t.Fatalf("parseChunk: %d events, %v; chunkSizes: %d, %v", len(evs), err, n, serr)
+		}
+		for i, ev := range evs {
+			if lens[i] != len(ev.typ)+len(ev.env) {
+				t.Errorf("event %d: chunkSizes %d, parseChunk %d", i, lens[i], len(ev.typ)+len(ev.env))
+			}
+		}
+		if err == nil {
 			var got []byte
 			got, _ = appendChunks(nil, 1, len(evs),
 				func(i int) (string, []byte) { return evs[i].typ, evs[i].env },

@@ -190,6 +190,37 @@ func parseChunk(v []byte) ([]storedEvent, error) {
 	return evs, nil
 }
 
+// chunkSizes checks a chunk's checksum and calls fn with the type and
+// envelope lengths of each of its events, in order, without decoding them.
+// It returns the number of events.
+func chunkSizes(v []byte, fn func(typLen, envLen int)) (int, error) {
+	if len(v) < chunkHeadLen || checksum(v[4:]) != binary.BigEndian.Uint32(v) {
+		return 0, errBadRecord
+	}
+	count := binary.BigEndian.Uint32(v[4:])
+	p := v[chunkHeadLen:]
+	for range count {
+		if len(p) < 2 {
+			return 0, errBadRecord
+		}
+		tl := int(binary.BigEndian.Uint16(p))
+		if len(p) < 2+tl+4 {
+			return 0, errBadRecord
+		}
+		el := binary.BigEndian.Uint32(p[2+tl:])
+		p = p[2+tl+4:]
+		if uint64(len(p)) < uint64(el) {
+			return 0, errBadRecord
+		}
+		p = p[el:]
+		fn(tl, int(el))
+	}
+	if len(p) != 0 || count == 0 {
+		return 0, errBadRecord
+	}
+	return int(count), nil
+}
+
 func idKey(id uint64) []byte { return binary.BigEndian.AppendUint64(nil, id) }
 
 func keyID(k []byte) uint64 {

@@ -395,10 +395,15 @@ func (j *Journal) scan(metas map[uint64]*busMeta, reset map[uint64]bool) (map[ui
 			var dropKey uint64
 			damaged, afterBad := false, false
 			c := b.Cursor()
+			var sizes []entry // one chunk's, reused
 			for k, v := c.First(); k != nil; k, v = c.Next() {
 				first := keyID(k)
-				evs, err := parseChunk(v)
-				ok := err == nil && first != 0 && first+uint64(len(evs))-1 <= m.LastID
+				sizes = sizes[:0]
+				n, err := chunkSizes(v, func(typLen, envLen int) {
+					id := first + uint64(len(sizes))
+					sizes = append(sizes, entry{size: uint32(bus.FrameSize(id, "", typLen+envLen)), disk: uint32(2 + typLen + 4 + envLen)})
+				})
+				ok := err == nil && first != 0 && first+uint64(n)-1 <= m.LastID
 				if !ok {
 					// Keep only what follows the damage.
 					w, damaged, afterBad, dropKey = window{}, true, true, first+1
@@ -410,8 +415,8 @@ func (j *Journal) scan(metas map[uint64]*busMeta, reset map[uint64]bool) (map[ui
 				if w.n == 0 && damaged {
 					dropKey, afterBad = first, false
 				}
-				for i, ev := range evs {
-					w.push(first+uint64(i), storedEntry(first+uint64(i), ev))
+				for i, e := range sizes {
+					w.push(first+uint64(i), e)
 				}
 			}
 			if afterBad || (w.n > 0 && w.first+uint64(w.n)-1 != m.LastID) {
@@ -448,11 +453,6 @@ func (j *Journal) scan(metas map[uint64]*busMeta, reset map[uint64]bool) (map[ui
 		return nil, fmt.Errorf("journal: %w", classify(err))
 	}
 	return windows, nil
-}
-
-// storedEntry is the window entry of a stored event, its frame not read.
-func storedEntry(id uint64, ev storedEvent) entry {
-	return entry{size: uint32(bus.FrameSize(id, ev.typ, len(ev.env))), disk: uint32(eventLen(ev.typ, len(ev.env)))}
 }
 
 func allZero(p []byte) bool {
