@@ -3,7 +3,7 @@ package daemon_test
 // Benchmarks of the durability targets (docs/durability.md) against the
 // built daemon, without the race detector:
 //
-//	go test -run '^$' -bench Daemon -benchtime 5x ./daemon
+//	go test -run '^$' -bench DaemonBatchPublish -benchtime 300x -count 3 ./daemon
 
 import (
 	"bufio"
