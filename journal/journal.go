@@ -76,7 +76,7 @@ type Options struct {
 type Journal struct {
 	opts Options
 	mode string
-	log_ *slog.Logger
+	logger *slog.Logger
 	db   *bolt.DB
 	wal  *wal
 	dir  string
@@ -122,12 +122,12 @@ func Open(opts Options) (*Journal, error) {
 		opts.CheckpointInterval = DefaultCheckpointInterval
 	}
 	j := &Journal{
-		opts: opts, mode: opts.Sync, log_: opts.Logger, dir: opts.Dir,
+		opts: opts, mode: opts.Sync, logger: opts.Logger, dir: opts.Dir,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}),
 		stores: map[uint64]*Store{}, names: map[string]uint64{}, metas: map[uint64]*busMeta{},
 	}
-	if j.log_ == nil {
-		j.log_ = slog.Default()
+	if j.logger == nil {
+		j.logger = slog.Default()
 	}
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
@@ -194,7 +194,7 @@ func (j *Journal) syncLoop() {
 			return
 		case <-t.C:
 			if err := j.wal.sync(); err != nil && !errors.Is(err, ErrClosed) {
-				j.log_.Error("journal: sync", "err", err)
+				j.logger.Error("journal: sync", "err", err)
 			}
 		}
 	}
@@ -214,10 +214,10 @@ func (j *Journal) checkpointLoop() {
 		err := j.Checkpoint()
 		switch {
 		case err != nil && !failing:
-			j.log_.Error("journal: checkpoint failed; the log keeps the events meanwhile", "err", err)
+			j.logger.Error("journal: checkpoint failed; the log keeps the events meanwhile", "err", err)
 			failing = true
 		case err == nil && failing:
-			j.log_.Info("journal: checkpoint succeeded again")
+			j.logger.Info("journal: checkpoint succeeded again")
 			failing = false
 		}
 	}

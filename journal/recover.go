@@ -125,7 +125,7 @@ func (j *Journal) recover() error {
 	}
 	resetAll := corrupt || (!fresh && !wasClean && lastMode != SyncAlways)
 	if !fresh && !wasClean {
-		j.log_.Warn("journal: the last run did not stop cleanly", "sync", lastMode, "newEpochs", resetAll)
+		j.logger.Warn("journal: the last run did not stop cleanly", "sync", lastMode, "newEpochs", resetAll)
 	}
 
 	windows, err := j.scan(metas, reset)
@@ -172,7 +172,7 @@ func (j *Journal) openDB() error {
 		return fmt.Errorf("journal: %w", err)
 	}
 	suffix := ".broken-" + time.Now().UTC().Format("20060102T150405")
-	j.log_.Error("journal: the database cannot be opened; starting a new one (every bus gets a new epoch)",
+	j.logger.Error("journal: the database cannot be opened; starting a new one (every bus gets a new epoch)",
 		"err", err, "movedTo", dbName+suffix)
 	if rerr := os.Rename(path, path+suffix); rerr != nil {
 		return fmt.Errorf("journal: %w (and moving it aside: %v)", err, rerr)
@@ -289,7 +289,7 @@ func (j *Journal) replay(metas map[uint64]*busMeta, reset map[uint64]bool) (next
 		return 0, false, fmt.Errorf("journal: replaying the log: %w", classify(err))
 	}
 	if applied > 0 {
-		j.log_.Info("journal: replayed the log", "events", applied, "segments", len(seqs))
+		j.logger.Info("journal: replayed the log", "events", applied, "segments", len(seqs))
 	}
 	for _, seq := range seqs {
 		if err := os.Remove(filepath.Join(j.dir, segmentName(seq))); err != nil {
@@ -364,9 +364,9 @@ func (j *Journal) logDropped(metas map[uint64]*busMeta, seq uint64, off int, res
 		args = append(args, "lastIntactSession", sessionName(m), "lastIntactId", lastID)
 	}
 	if torn {
-		j.log_.Warn("journal: cut off a torn record at the end of the log", args...)
+		j.logger.Warn("journal: cut off a torn record at the end of the log", args...)
 	} else {
-		j.log_.Error("journal: corrupt log record; dropped it and everything after it (every bus gets a new epoch)", args...)
+		j.logger.Error("journal: corrupt log record; dropped it and everything after it (every bus gets a new epoch)", args...)
 	}
 }
 
@@ -431,7 +431,7 @@ func (j *Journal) scan(metas map[uint64]*busMeta, reset map[uint64]bool) (map[ui
 				if w.n > 0 {
 					through = w.first - 1
 				}
-				j.log_.Error("journal: dropped damaged stored events (the bus gets a new epoch)",
+				j.logger.Error("journal: dropped damaged stored events (the bus gets a new epoch)",
 					"session", sessionName(m), "throughId", through, "kept", w.n, "lastId", m.LastID)
 			}
 			windows[num] = w

@@ -169,7 +169,7 @@ func (s *Store) Scan(from uint64, fn func(*bus.Frame) bool) {
 	}
 	if s.win.at(start).f == nil {
 		if err := s.loadLocked(start); err != nil {
-			s.j.log_.Error("journal: reading stored events", "session", s.session, "err", err)
+			s.j.logger.Error("journal: reading stored events", "session", s.session, "err", err)
 		}
 	}
 	for i := start; i < s.win.n; i++ {
