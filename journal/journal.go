@@ -74,12 +74,12 @@ type Options struct {
 // safe for concurrent use. Close it to stop its goroutines and mark a clean
 // shutdown.
 type Journal struct {
-	opts Options
-	mode string
+	opts   Options
+	mode   string
 	logger *slog.Logger
-	db   *bolt.DB
-	wal  *wal
-	dir  string
+	db     *bolt.DB
+	wal    *wal
+	dir    string
 
 	ckptMu  sync.Mutex    // one checkpoint at a time; taken before mu
 	ckptLSN atomic.Uint64 // log offset where the last checkpoint began
