@@ -10,11 +10,13 @@
 // # Layout
 //
 // The directory holds a bbolt database, journal.db, and a write-ahead log
-// of segment files, wal-NNNNNNNNNNNNNNNN.log. Appending a batch writes one
-// log record (a length, a CRC-32C and the batch's events) with one write;
-// a checkpoint, in the background, copies the records since the last one
-// into the database in one transaction, deletes the events that retention
-// dropped, and removes the log segments it covered. The database holds,
+// of segment files, wal-NNNNNNNNNNNNNNNN.log, each allocated on disk when
+// it is created and mapped into memory. Appending a batch copies one log
+// record (a length, a CRC-32C and the batch's events) into the current
+// segment, with no system call for small ones; a checkpoint, in the
+// background, copies the records since the last one into the database in
+// one transaction, deletes the events that retention dropped, and removes
+// the log segments it covered. The database holds,
 // per bus: its session id, epoch, ring size and last id, and its retained
 // events in chunks of consecutive ids keyed by the first, each chunk
 // carrying a CRC-32C and each event its type and JSON envelope, so a frame
