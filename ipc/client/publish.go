@@ -57,7 +57,8 @@ func (c *Client) PublishBatch(ctx context.Context, session string, events []Even
 
 // PublishNDJSON publishes newline-delimited JSON events, one
 // {"type","data"} object per line, read from body to its end. It is one
-// batch: all or nothing, at most Caps().Limits.MaxBatch events.
+// batch: all or nothing, at most Caps().Limits.MaxBatch events. For more
+// events, or a producer that writes them over time, use PublishStream.
 func (c *Client) PublishNDJSON(ctx context.Context, session string, body io.Reader) (PublishReply, error) {
 	b, err := io.ReadAll(body)
 	if err != nil {
