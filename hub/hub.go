@@ -66,6 +66,10 @@ type Durability struct {
 type Hub struct {
 	global *bus.Bus
 
+	gmu     sync.Mutex       // guards gqueue and gleader; taken alone
+	gqueue  []*globalPending // global publishes waiting for the leader
+	gleader bool             // a publisher is publishing gqueue
+
 	mu       sync.Mutex // guards the fields below
 	closed   bool
 	opts     Options
@@ -324,9 +328,58 @@ func (h *Hub) Publish(id string, events []bus.Event) (first, last uint64, err er
 		ev.Seq = first + uint64(i)
 		global[i] = ev
 	}
-	// The events were valid for the session's bus, so they are for the global one.
-	h.global.Publish(global...)
+	h.publishGlobal(global)
 	return first, last, nil
+}
+
+// globalPending is one session publish's events waiting to go onto the
+// global bus.
+type globalPending struct {
+	events []bus.Event
+	done   chan struct{}
+}
+
+// publishGlobal puts events on the global bus and returns once they are
+// there. With a journal, concurrent publishes are combined: one of them
+// publishes everything queued as one batch, so that they share one journal
+// record and one sync (with fsync "always" the global bus would otherwise
+// sync each publish's record in turn, under its lock). Each session's
+// events stay together and in order, since its publishMu is held.
+func (h *Hub) publishGlobal(events []bus.Event) {
+	// The events were valid for the session's bus, so they are for the
+	// global one; the global bus fails only when closed.
+	if h.opts.Journal == nil {
+		h.global.Publish(events...)
+		return
+	}
+	p := &globalPending{events: events, done: make(chan struct{})}
+	h.gmu.Lock()
+	h.gqueue = append(h.gqueue, p)
+	if h.gleader {
+		h.gmu.Unlock()
+		<-p.done
+		return
+	}
+	h.gleader = true
+	for len(h.gqueue) > 0 {
+		queued := h.gqueue
+		h.gqueue = nil
+		h.gmu.Unlock()
+		all := queued[0].events
+		if len(queued) > 1 {
+			all = nil
+			for _, q := range queued {
+				all = append(all, q.events...)
+			}
+		}
+		h.global.Publish(all...)
+		for _, q := range queued {
+			close(q.done)
+		}
+		h.gmu.Lock()
+	}
+	h.gleader = false
+	h.gmu.Unlock()
 }
 
 // open returns the session, creating it if AutoCreate allows and the events
