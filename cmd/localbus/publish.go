@@ -1,8 +1,7 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/localbus/localbus/bus"
-	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/client"
 )
 
@@ -26,10 +24,11 @@ func publishCommand() *cli.Command {
 			"data is JSON, the JSON read from stdin when it is -, or null when absent.\n" +
 			"\n" +
 			"Without TYPE, reads newline-delimited JSON events from stdin, one\n" +
-			"{\"type\": \"family:name\", \"data\": ...} per line, and publishes them in batches as\n" +
-			"they arrive (up to 1000 events per batch, each batch all or nothing). A line that is\n" +
-			"not such an event stops the command with exit 1 before it is sent; the batches before\n" +
-			"it stay published.\n" +
+			"{\"type\": \"family:name\", \"data\": ...} per line, and publishes them in one streaming\n" +
+			"request: each line as soon as it is read, so a slow producer's events go out as they come.\n" +
+			"Blank lines are skipped; while stdin is quiet the command sends one now and then, so the\n" +
+			"daemon keeps the request open. Each line stands alone: a line the daemon refuses stops the\n" +
+			"command there, and the lines before it stay published.\n" +
 			"\n" +
 			"Prints the ids the daemon assigned (--json: the daemon's answer). The session is\n" +
 			"created by the first publish unless the daemon's auto_create_sessions is off.\n" +
@@ -38,11 +37,11 @@ func publishCommand() *cli.Command {
 			"Examples:\n" +
 			"  localbus publish --session build-17 build:step '{\"n\": 3}'\n" +
 			"  echo '{\"n\": 4}' | localbus publish --session build-17 build:step -\n" +
-			"  jq -c '{type: \"build:log\", data: .}' log.json | localbus publish --session build-17",
+			"  tail -f build.log | jq -Rc --unbuffered '{type: \"build:log\", data: .}' | localbus publish --session build-17",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "session", Aliases: []string{"s"}, Usage: "publish to the session `ID` (required)"},
 			&cli.StringFlag{Name: "client-id", Usage: "name this publisher: events carry it as \"originator\""},
-			jsonFlag("print the daemon's answer as JSON, one line per batch"),
+			jsonFlag("print the daemon's answer as JSON"),
 		}, connFlags()...),
 		Action:          runPublish,
 		HideHelpCommand: true,
@@ -75,7 +74,7 @@ func runPublish(c *cli.Context) error {
 		if isTerminal(c.App.Reader) {
 			return usagef(c, "give an event TYPE, or pipe NDJSON events on stdin")
 		}
-		return p.ndjson(c.App.Reader)
+		return p.stream(c.App.Reader)
 	}
 	typ := c.Args().Get(0)
 	if err := bus.ValidatePublishType(typ); err != nil {
@@ -104,7 +103,7 @@ func runPublish(c *cli.Context) error {
 	if err != nil {
 		return clientError(err)
 	}
-	return p.report(r, 1)
+	return p.report(r)
 }
 
 // checkJSON returns why data is not one JSON value, or nil.
@@ -130,121 +129,116 @@ type publisher struct {
 	cl      *client.Client
 	session string
 	json    bool
-	sent    int // events published so far
 }
 
-// maxBatch is how many events go in one request: the daemon's limit.
-const maxBatch = ipc.DefaultMaxBatch
-
-// ndjson publishes newline-delimited events from r. It sends what it has
-// whenever no more input is waiting, so a slow producer's events go out as
-// they come and a file goes out in full batches.
-func (p *publisher) ndjson(r io.Reader) error {
-	br := bufio.NewReaderSize(r, 64<<10)
-	var batch bytes.Buffer
-	n, line := 0, 0
-	flush := func() error {
-		if n == 0 {
-			return nil
-		}
-		ctx, cancel := requestContext(p.c)
-		defer cancel()
-		reply, err := p.cl.PublishNDJSON(ctx, p.session, bytes.NewReader(batch.Bytes()))
-		if err != nil {
-			if p.sent > 0 {
-				return clientError(fmt.Errorf("%w (the %d events before this batch were published)", err, p.sent))
-			}
-			return clientError(err)
-		}
-		if err := p.report(reply, n); err != nil {
-			return err
-		}
-		batch.Reset()
-		n = 0
-		return nil
+// stream publishes the newline-delimited events of r in one streaming
+// request, each line as soon as it is read, and reports the daemon's
+// answer.
+func (p *publisher) stream(r io.Reader) error {
+	// No request timeout: the request lasts as long as the input.
+	reply, err := p.cl.PublishStream(p.c.Context, p.session, r)
+	if err != nil {
+		return streamError(err)
 	}
-	for {
-		b, err := br.ReadBytes('\n')
-		if len(b) > 0 {
-			line++
-			if ev := bytes.TrimSpace(b); len(ev) > 0 {
-				if msg := checkEvent(ev); msg != "" {
-					return exitError{exitUsage, fmt.Errorf("line %d: %s; nothing from this line on was published%s", line, msg, p.sentText())}
-				}
-				batch.Write(ev)
-				batch.WriteByte('\n')
-				n++
-			}
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return exitError{exitUsage, fmt.Errorf("reading stdin: %v", err)}
-		}
-		if n == maxBatch || br.Buffered() == 0 {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-	}
-	if err := flush(); err != nil {
-		return err
-	}
-	if p.sent == 0 {
+	if reply.Count == 0 {
 		return exitError{exitUsage, errors.New("no events on stdin: want one {\"type\": \"family:name\", \"data\": ...} per line")}
 	}
+	if p.json {
+		b, _ := json.Marshal(reply)
+		fmt.Fprintf(p.c.App.Writer, "%s\n", b)
+		return nil
+	}
+	if reply.Count == 1 {
+		fmt.Fprintf(p.c.App.Writer, "published event %d to session %s\n", reply.FirstID, p.session)
+		return nil
+	}
+	fmt.Fprintf(p.c.App.Writer, "published %d events to session %s: ids %d–%d\n", reply.Count, p.session, reply.FirstID, reply.LastID)
 	return nil
 }
 
-func (p *publisher) sentText() string {
-	if p.sent == 0 {
-		return ""
-	}
-	return fmt.Sprintf(" (the %d events before it were)", p.sent)
-}
-
-// checkEvent returns what is wrong with one NDJSON event, or "".
-func checkEvent(line []byte) string {
-	var ev struct {
-		Type *string         `json:"type"`
-		Data json.RawMessage `json:"data"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&ev); err != nil {
-		return fmt.Sprintf("not an event {\"type\": \"family:name\", \"data\": ...}: %v", err)
-	}
-	if dec.More() {
-		return "more than one JSON value on the line"
-	}
-	if ev.Type == nil {
-		return "the event has no \"type\""
-	}
-	if err := bus.ValidatePublishType(*ev.Type); err != nil {
-		var ie *bus.InputError
-		if errors.As(err, &ie) {
-			return inputText(ie)
+// streamError turns the error of a streaming publish into the command's:
+// one line that says at which line of stdin it stopped, why, and what was
+// published before.
+func streamError(err error) error {
+	var pe *client.PublishStreamError
+	if !errors.As(err, &pe) {
+		if errors.Is(err, context.Canceled) {
+			return exitError{exitUsage, errors.New("interrupted before the daemon answered: the lines read so far may have been published")}
 		}
-		return err.Error()
+		return clientError(err)
 	}
-	return ""
+	var ae *client.APIError
+	switch {
+	case errors.As(pe.Err, &ae):
+		var ee exitError
+		errors.As(clientError(ae), &ee)
+		if rest, ok := aboutLine(ae.Message); ok && pe.Line > 0 {
+			// The daemon counts the lines of its request, keepalive blank
+			// lines included; the client knows the line of stdin.
+			msg := fmt.Sprintf("line %d%s (%d %s); %s", pe.Line, rest, ae.Status, ae.Code, publishedBefore(pe.Published))
+			if ae.Refused() {
+				msg = "refused by the daemon: " + msg
+			}
+			return exitError{ee.code, errors.New(msg)}
+		}
+		if pe.Published.Count == 0 {
+			return ee
+		}
+		return exitError{ee.code, fmt.Errorf("%v; %s", ee.err, publishedFirst(pe.Published))}
+	case errors.Is(pe.Err, client.ErrLineTooLong):
+		return exitError{exitUsage, fmt.Errorf("line %d is longer than any event may be; %s", pe.Line, publishedBefore(pe.Published))}
+	}
+	return exitError{exitUsage, fmt.Errorf("reading stdin at line %d: %v; %s", pe.Line, rootCause(pe.Err), publishedBefore(pe.Published))}
 }
 
-// report prints the answer to a publish of n events.
-func (p *publisher) report(r client.PublishReply, n int) error {
-	p.sent += n
-	w := p.c.App.Writer
+// aboutLine reports whether a message of the daemon is about one line of
+// its request ("line 7: …", "line 7 is …"), and returns what follows the
+// line number.
+func aboutLine(msg string) (rest string, ok bool) {
+	after, found := strings.CutPrefix(msg, "line ")
+	if !found {
+		return "", false
+	}
+	i := 0
+	for i < len(after) && after[i] >= '0' && after[i] <= '9' {
+		i++
+	}
+	if i == 0 || (i < len(after) && after[i] != ':' && after[i] != ' ') {
+		return "", false
+	}
+	return after[i:], true
+}
+
+// publishedBefore says what was published before the line a publish
+// stopped at.
+func publishedBefore(r client.StreamReply) string {
+	switch r.Count {
+	case 0:
+		return "nothing was published"
+	case 1:
+		return fmt.Sprintf("the event before it was published (id %d)", r.FirstID)
+	}
+	return fmt.Sprintf("the %d events before it were published (ids %d–%d)", r.Count, r.FirstID, r.LastID)
+}
+
+// publishedFirst says what was published before a publish stopped for a
+// reason that is no line's.
+func publishedFirst(r client.StreamReply) string {
+	if r.Count == 1 {
+		return fmt.Sprintf("1 event was published first (id %d)", r.FirstID)
+	}
+	return fmt.Sprintf("%d events were published first (ids %d–%d)", r.Count, r.FirstID, r.LastID)
+}
+
+// report prints the answer to a publish of one event.
+func (p *publisher) report(r client.PublishReply) error {
 	if p.json {
 		b, _ := json.Marshal(r)
-		fmt.Fprintf(w, "%s\n", b)
+		fmt.Fprintf(p.c.App.Writer, "%s\n", b)
 		return nil
 	}
-	switch {
-	case len(r.IDs) == 1:
-		fmt.Fprintf(w, "published event %d to session %s\n", r.IDs[0], p.session)
-	case len(r.IDs) > 1:
-		fmt.Fprintf(w, "published %d events to session %s: ids %d–%d\n", len(r.IDs), p.session, r.IDs[0], r.IDs[len(r.IDs)-1])
+	if len(r.IDs) == 1 {
+		fmt.Fprintf(p.c.App.Writer, "published event %d to session %s\n", r.IDs[0], p.session)
 	}
 	return nil
 }

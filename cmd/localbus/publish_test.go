@@ -1,14 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/localbus/localbus/internal/lbtest"
 	"github.com/localbus/localbus/ipc/client"
@@ -71,10 +74,9 @@ func TestPublishFromArgumentsAndStdin(t *testing.T) {
 	}
 }
 
-func TestPublishNDJSONBatchesEveryLine(t *testing.T) {
-	t.Parallel()
-	d := lbtest.Start(t, lbtest.Options{})
-	const n = 2500 // more than one batch of 1000
+// ndjsonLines returns n NDJSON events of type log:line with data
+// {"i":1} to {"i":n}, and blank lines here and there.
+func ndjsonLines(n int) string {
 	var in strings.Builder
 	for i := 1; i <= n; i++ {
 		fmt.Fprintf(&in, "{\"type\":\"log:line\",\"data\":{\"i\":%d}}\n", i)
@@ -82,37 +84,150 @@ func TestPublishNDJSONBatchesEveryLine(t *testing.T) {
 			in.WriteString("\n   \n") // blank lines are skipped
 		}
 	}
-	r := runBin(t, in.String(), "publish", "--socket", d.Socket, "--session", "s")
-	if r.code != 0 {
+	return in.String()
+}
+
+// TestPublishNDJSONIsOneRequest: 2500 lines, more than a batch may hold,
+// go in one streaming request (its reply counts them all) and arrive in
+// order, each once.
+func TestPublishNDJSONIsOneRequest(t *testing.T) {
+	t.Parallel()
+	d := lbtest.Start(t, lbtest.Options{})
+	const n = 2500
+	in := ndjsonLines(n)
+
+	r := runBin(t, in, "publish", "--socket", d.Socket, "--session", "s", "--json")
+	if r.code != 0 || r.stderr != "" {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
-	// Every batch says which ids it got; together they are 1..n.
-	lineRE := regexp.MustCompile(`^published (\d+) events? to session s: ids? (\d+)(?:–(\d+))?$`)
-	next := uint64(1)
-	for _, l := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
-		m := lineRE.FindStringSubmatch(l)
-		if m == nil {
-			// One event alone says "published event N to session s".
-			m = regexp.MustCompile(`^published event (\d+) to session s$`).FindStringSubmatch(l)
-			if m == nil {
-				t.Fatalf("stdout line %q", l)
-			}
-			m = []string{l, "1", m[1], m[1]}
-		}
-		count, _ := strconv.Atoi(m[1])
-		first, _ := strconv.ParseUint(m[2], 10, 64)
-		if count > 1000 || first != next {
-			t.Fatalf("batch %q: want at most 1000 events starting at %d", l, next)
-		}
-		next += uint64(count)
+	// A batch holds at most 1000 events: one reply that counts 2500 is
+	// one request.
+	var reply client.StreamReply
+	if err := json.Unmarshal([]byte(r.stdout), &reply); err != nil || strings.Count(r.stdout, "\n") != 1 {
+		t.Fatalf("stdout %q: want one JSON reply (%v)", r.stdout, err)
 	}
-	if next != n+1 {
-		t.Errorf("batches covered ids 1..%d, want 1..%d", next-1, n)
+	if diff := cmp.Diff(client.StreamReply{Count: n, FirstID: 1, LastID: n}, reply); diff != "" {
+		t.Errorf("reply (-want +got):\n%s", diff)
 	}
-	ctx := context.Background()
+	got := sessionEvents(t, d, "s", n)
+	for i, e := range got {
+		if want := fmt.Sprintf(`log:line {"i":%d}`, i+1); e != want {
+			t.Fatalf("event %d = %s, want %s", i+1, e, want)
+		}
+	}
 	c := apiClient(t, d)
-	if info, err := c.Session(ctx, "s"); err != nil || info.LastID != n {
-		t.Errorf("session s: %+v, %v; want lastId %d", info, err, n)
+	if info, err := c.Session(context.Background(), "s"); err != nil || info.LastID != n {
+		t.Errorf("session s: %+v, %v; want lastId %d: each event once", info, err, n)
+	}
+
+	// Without --json, one line says it all.
+	r = runBin(t, in, "publish", "--socket", d.Socket, "--session", "s")
+	if want := fmt.Sprintf("published %d events to session s: ids %d–%d\n", n, n+1, 2*n); r.code != 0 || r.stdout != want || r.stderr != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 0, %q, nothing", r.code, r.stdout, r.stderr, want)
+	}
+}
+
+// TestPublishNDJSONPublishesEachLineAsItArrives: with a producer that
+// writes a line only once the one before has reached a subscriber, every
+// event is published while stdin is still open.
+func TestPublishNDJSONPublishesEachLineAsItArrives(t *testing.T) {
+	t.Parallel()
+	d := lbtest.Start(t, lbtest.Options{})
+	c := apiClient(t, d)
+	ctx, cancel := context.WithTimeout(context.Background(), e2eWait)
+	defer cancel()
+	if _, err := c.CreateSession(ctx, "s", 0); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Stream(ctx, client.StreamOptions{Session: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+
+	cmd := exec.CommandContext(ctx, lbtest.Binary(t), "publish", "--socket", d.Socket, "--session", "s")
+	cmd.Env = cliEnv()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait() // after stdin is closed, below or at the end
+	defer stdin.Close()
+	for i := 1; i <= 3; i++ {
+		fmt.Fprintf(stdin, "{\"type\":\"log:line\",\"data\":%d}\n", i)
+		for {
+			f, err := st.Next(ctx)
+			if err != nil {
+				t.Fatalf("waiting for event %d while stdin is open: %v; stderr %q", i, err, errb.String())
+			}
+			if f.Reserved() {
+				continue
+			}
+			if f.ID != uint64(i) {
+				t.Fatalf("got event %d, want %d", f.ID, i)
+			}
+			break
+		}
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil || out.String() != "published 3 events to session s: ids 1–3\n" {
+		t.Errorf("localbus publish: %v, stdout %q, stderr %q", err, out.String(), errb.String())
+	}
+}
+
+// TestPublishNDJSONStopsAtARefusedLine: the lines before a refused one
+// stay published, and one line on stderr says which line was refused and
+// what was published before it; a line of a family the key may not
+// publish is a refusal (exit 3).
+func TestPublishNDJSONStopsAtARefusedLine(t *testing.T) {
+	t.Parallel()
+	d, keys, base := startDaemon(t, "")
+	add := runBin(t, "", "keys", "add", "--keys-file", keys, "--socket", d.Socket, "--name", "log", "--scope", "publish:log")
+	if add.code != 0 {
+		t.Fatalf("keys add: exit %d, stderr %q", add.code, add.stderr)
+	}
+	key := strings.TrimSpace(add.stdout)
+	good := func(i int) string { return fmt.Sprintf("{\"type\":\"log:line\",\"data\":%d}\n", i) }
+	tests := []struct {
+		name, session, stdin string
+		args                 []string
+		code                 int
+		says                 string
+		before               uint64 // events published before the refused line
+	}{
+		{"malformed", "bad-1", good(1) + "\n" + good(2) + "{\"type\":\"log:line\",\"data\":\n" + good(4), nil, exitUsage,
+			`line 4: want {"type":"family:name","data":…}: unexpected EOF (400 invalid_event); the 2 events before it were published (ids 1–2)`, 2},
+		{"unknown field", "bad-2", good(1) + `{"type":"log:line","dtaa":1}` + "\n", nil, exitUsage,
+			`line 2: want {"type":"family:name","data":…}: json: unknown field "dtaa" (400 invalid_event)`, 1},
+		{"first line", "bad-3", "{\"data\":1}\n" + good(2), nil, exitUsage,
+			"line 1: invalid type", 0},
+		{"reserved type", "bad-4", good(1) + `{"type":"stream:ready"}` + "\n", nil, exitUsage,
+			`line 2: invalid type "stream:ready": family stream is reserved`, 1},
+		{"forbidden family", "bad-5", good(1) + `{"type":"secret:x"}` + "\n", []string{"--url", base, "--key", key}, exitRefused,
+			"refused by the daemon: line 2: this caller may not publish family secret (403 forbidden); the event before it was published (id 1)", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			conn := tt.args
+			if conn == nil {
+				conn = []string{"--socket", d.Socket}
+			}
+			r := runBin(t, tt.stdin, append(append([]string{"publish"}, conn...), "--session", tt.session)...)
+			if r.code != tt.code || r.stdout != "" {
+				t.Errorf("exit %d, stdout %q; want %d and nothing", r.code, r.stdout, tt.code)
+			}
+			oneLine(t, "publish", r.stderr, tt.says)
+			info, err := apiClient(t, d).Session(context.Background(), tt.session)
+			if (err != nil) != (tt.before == 0) || info.LastID != tt.before {
+				t.Errorf("session %s: lastId %d (%v), want %d: the lines before the refused one", tt.session, info.LastID, err, tt.before)
+			}
+		})
 	}
 }
 
@@ -133,11 +248,9 @@ func TestPublishFailuresSayOneLineWithTheirExitCode(t *testing.T) {
 		{"bad JSON on stdin", `{"n"`, []string{"--socket", d.Socket, "--session", "s", "a:b", "-"}, exitUsage, "the data is not valid JSON"},
 		{"reserved type", "", []string{"--socket", d.Socket, "--session", "s", "stream:ready"}, exitUsage, "family stream is reserved"},
 		{"bad type", "", []string{"--socket", d.Socket, "--session", "s", "nocolon"}, exitUsage, `invalid type "nocolon"`},
-		{"bad NDJSON line", "{\"type\":\"a:b\",\"data\":1}\n{\"type\":\"a:b\",\"data\":\n", []string{"--socket", d.Socket, "--session", "bad-ndjson"}, exitUsage, "line 2: not an event"},
-		{"NDJSON without type", "{\"data\":1}\n", []string{"--socket", d.Socket, "--session", "bad-ndjson"}, exitUsage, `line 1: the event has no "type"`},
-		{"NDJSON unknown field", "{\"type\":\"a:b\",\"dtaa\":1}\n", []string{"--socket", d.Socket, "--session", "bad-ndjson"}, exitUsage, `unknown field "dtaa"`},
 		{"no events on stdin", "\n\n", []string{"--socket", d.Socket, "--session", "s"}, exitUsage, "no events on stdin"},
 		{"NDJSON daemon down", "{\"type\":\"a:b\"}\n", []string{"--socket", nowhere, "--session", "s"}, exitUnreachable, "cannot reach the daemon"},
+		{"NDJSON refused", "{\"type\":\"a:b\"}\n", []string{"--socket", refused, "--session", "s"}, exitRefused, "refused by the daemon (401 unauthorized)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -151,11 +264,6 @@ func TestPublishFailuresSayOneLineWithTheirExitCode(t *testing.T) {
 				t.Errorf("stdout %q, want nothing", r.stdout)
 			}
 		})
-	}
-	// A bad line stops the batch it is in: nothing of it was published.
-	c := apiClient(t, d)
-	if _, err := c.Session(context.Background(), "bad-ndjson"); err == nil {
-		t.Errorf("session bad-ndjson exists: an invalid batch published something")
 	}
 }
 
