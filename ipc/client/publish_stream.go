@@ -59,7 +59,7 @@ func (e *PublishStreamError) Unwrap() error { return e.Err }
 // Limits of PublishStream.
 const (
 	// streamKeepalive is how long the input may be quiet before a blank
-	// line goes out: a third of the daemon's default body_timeout (30 s).
+	// line goes out: a third of the daemon's idle limit for a body (30 s).
 	streamKeepalive = 10 * time.Second
 	// streamBufSize is the read buffer's size; it grows for a longer line
 	// up to maxStreamLine.
@@ -78,8 +78,8 @@ const (
 // at once, so the daemon publishes them while r is still producing; only
 // the line being read is held in memory. Blank lines are skipped. Whenever
 // r has been quiet for 10 s, PublishStream sends a blank line between two
-// lines, so that the daemon's body_timeout (30 s by default) does not cut
-// off a slow producer. With the daemon's auto_create_sessions on, a
+// lines, so that the daemon's idle limit for a request body (30 s) does
+// not cut off a slow producer. With the daemon's auto_create_sessions on, a
 // missing session is created by the first event.
 //
 // Each line is its own all-or-nothing unit: the daemon publishes every line

@@ -440,3 +440,41 @@ func TestPublishStreamFailuresAreTyped(t *testing.T) {
 	pr.Close()
 	<-wrote
 }
+
+// TestPublishStreamStopsReadingWhenTheDaemonAnswers: a daemon that
+// answers before the body ends (here after the first line) ends the
+// publish although the input goes on.
+func TestPublishStreamStopsReadingWhenTheDaemonAnswers(t *testing.T) {
+	t.Parallel()
+	sock := fakeServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		bufio.NewReader(r.Body).ReadString('\n')
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Connection", "close") // answer now, without reading the rest
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, `{"error":{"code":"invalid_event","message":"line 2: no"},"published":{"count":1,"firstId":7,"lastId":7,"ids":[7]}}`)
+	}))
+	c := newClient(t, sock)
+	pr, pw := io.Pipe()
+	wrote := make(chan struct{})
+	go func() {
+		// A producer that never ends its input, until it cannot write.
+		defer close(wrote)
+		for i := 1; ; i++ {
+			if _, err := io.WriteString(pw, event("a:b", i)+"\n"); err != nil {
+				return
+			}
+		}
+	}()
+	p := outcome(t, publishInBackground(c, "s", pr, time.Hour))
+	pr.Close()
+	<-wrote
+	var pe *client.PublishStreamError
+	var ae *client.APIError
+	if !errors.As(p.err, &pe) || !errors.As(p.err, &ae) || ae.Code != "invalid_event" {
+		t.Fatalf("PublishStream = %v, want a *PublishStreamError with the daemon's invalid_event", p.err)
+	}
+	want := client.StreamReply{Count: 1, FirstID: 7, LastID: 7, IDs: []uint64{7}}
+	if diff := cmp.Diff(want, pe.Published); diff != "" || pe.Line != 2 {
+		t.Errorf("stopped at line %d, published (-want +got):\n%s; want line 2", pe.Line, diff)
+	}
+}
