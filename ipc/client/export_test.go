@@ -9,5 +9,11 @@ import (
 // PublishStreamKeepalive is PublishStream with a blank line after
 // keepalive of quiet input instead of 10 s, for tests.
 func (c *Client) PublishStreamKeepalive(ctx context.Context, session string, r io.Reader, keepalive time.Duration) (StreamReply, error) {
-	return c.publishStream(ctx, session, r, keepalive)
+	return c.publishStream(ctx, session, r, streamLimits{keepalive: keepalive, maxLine: maxStreamLine})
+}
+
+// PublishStreamMaxLine is PublishStream with lines up to maxLine bytes
+// instead of 64 MiB, for tests.
+func (c *Client) PublishStreamMaxLine(ctx context.Context, session string, r io.Reader, maxLine int) (StreamReply, error) {
+	return c.publishStream(ctx, session, r, streamLimits{keepalive: streamKeepalive, maxLine: maxLine})
 }

@@ -98,17 +98,22 @@ const (
 // and what the daemon published by then is unknown: every event up to the
 // last line it read.
 func (c *Client) PublishStream(ctx context.Context, session string, r io.Reader) (StreamReply, error) {
-	return c.publishStream(ctx, session, r, streamKeepalive)
+	return c.publishStream(ctx, session, r, streamLimits{keepalive: streamKeepalive, maxLine: maxStreamLine})
 }
 
-// publishStream is PublishStream with a blank line after keepalive of
-// quiet input.
-func (c *Client) publishStream(ctx context.Context, session string, r io.Reader, keepalive time.Duration) (StreamReply, error) {
+// streamLimits are PublishStream's limits, which tests shorten.
+type streamLimits struct {
+	keepalive time.Duration // quiet input before a blank line
+	maxLine   int           // the longest line sent
+}
+
+// publishStream is PublishStream under lim.
+func (c *Client) publishStream(ctx context.Context, session string, r io.Reader, lim streamLimits) (StreamReply, error) {
 	if err := c.init(); err != nil {
 		return StreamReply{}, err
 	}
 	body := &streamBody{
-		keepalive: keepalive,
+		keepalive: lim.keepalive,
 		chunks:    make(chan []byte),
 		taken:     make(chan struct{}, 1),
 		stop:      make(chan struct{}),
@@ -137,7 +142,7 @@ func (c *Client) publishStream(ctx context.Context, session string, r io.Reader,
 		// the transport, which may be waiting in body.Read.
 		body.Close()
 	}()
-	f := &streamFeed{body: body, done: done}
+	f := &streamFeed{body: body, done: done, maxLine: lim.maxLine}
 	ferr := f.run(r)
 	if ferr != errStreamStopped {
 		// Only whole lines were sent: end the body there, and the daemon
@@ -265,8 +270,9 @@ func (b *streamBody) Close() error {
 // lines to the body, counting what it sent so that the daemon's count of
 // published events maps back to a line of the input.
 type streamFeed struct {
-	body *streamBody
-	done <-chan struct{} // closed when the request is over
+	body    *streamBody
+	done    <-chan struct{} // closed when the request is over
+	maxLine int             // the longest line to send
 
 	lines  int         // lines sent, blank ones included
 	events int         // lines sent that are not blank: the daemon's events
@@ -283,14 +289,14 @@ type lineShift struct{ event, blanks int }
 // (errStreamStopped), a line is too long (ErrLineTooLong) or r fails (its
 // error).
 func (f *streamFeed) run(r io.Reader) error {
-	buf := make([]byte, streamBufSize)
+	buf := make([]byte, min(streamBufSize, f.maxLine))
 	w := 0 // buf[:w] is read and not sent: the start of a line
 	for {
 		if w == len(buf) {
-			if len(buf) >= maxStreamLine {
+			if len(buf) >= f.maxLine {
 				return ErrLineTooLong
 			}
-			nb := make([]byte, min(2*len(buf), maxStreamLine))
+			nb := make([]byte, min(2*len(buf), f.maxLine))
 			copy(nb, buf[:w])
 			buf = nb
 		}

@@ -344,9 +344,10 @@ func TestPublishStreamEndsAtAReadError(t *testing.T) {
 	}
 }
 
-// TestPublishStreamManyEvents: one request publishes more events than a
-// batch may hold; the reply counts them and lists no ids past 1000.
-func TestPublishStreamManyEvents(t *testing.T) {
+// TestPublishStreamReplies: one request publishes more events than a
+// batch may hold (the reply counts them and lists no ids past 1000), lines
+// longer than the read buffer, and nothing from blank or empty input.
+func TestPublishStreamReplies(t *testing.T) {
 	t.Parallel()
 	const n = 5000
 	tests := []struct {
@@ -361,6 +362,9 @@ func TestPublishStreamManyEvents(t *testing.T) {
 			}
 			return b.String()
 		}, client.StreamReply{Count: n, FirstID: 1, LastID: n}},
+		{"a line longer than the read buffer", func() string {
+			return event("a:b", 1) + "\n" + `{"type":"a:b","data":"` + strings.Repeat("x", 300<<10) + `"}` + "\n" + event("a:b", 3)
+		}, client.StreamReply{Count: 3, FirstID: 1, LastID: 3, IDs: []uint64{1, 2, 3}}},
 		{"only blank lines", func() string { return "\n\n  \n" }, client.StreamReply{}},
 		{"nothing", func() string { return "" }, client.StreamReply{}},
 	}
@@ -476,5 +480,45 @@ func TestPublishStreamStopsReadingWhenTheDaemonAnswers(t *testing.T) {
 	want := client.StreamReply{Count: 1, FirstID: 7, LastID: 7, IDs: []uint64{7}}
 	if diff := cmp.Diff(want, pe.Published); diff != "" || pe.Line != 2 {
 		t.Errorf("stopped at line %d, published (-want +got):\n%s; want line 2", pe.Line, diff)
+	}
+}
+
+// endlessLine yields prefix, then the byte 'x' forever: a line that never
+// ends.
+type endlessLine struct{ prefix string }
+
+func (e *endlessLine) Read(p []byte) (int, error) {
+	if e.prefix != "" {
+		n := copy(p, e.prefix)
+		e.prefix = e.prefix[n:]
+		return n, nil
+	}
+	n := 0
+	for n < len(p) {
+		n += copy(p[n:], xs)
+	}
+	return n, nil
+}
+
+var xs = []byte(strings.Repeat("x", 64<<10))
+
+// TestPublishStreamRefusesALineLongerThanAnyDaemonTakes: the publish ends
+// before a line past the limit (64 MiB, which no daemon would take; 1 MiB
+// here), without sending any of it.
+func TestPublishStreamRefusesALineLongerThanAnyDaemonTakes(t *testing.T) {
+	t.Parallel()
+	srv, c := streamServer(t, ipc.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	reply, err := c.PublishStreamMaxLine(ctx, "s", &endlessLine{prefix: event("a:b", 1) + "\n"}, 1<<20)
+	var pe *client.PublishStreamError
+	if !errors.As(err, &pe) || !errors.Is(err, client.ErrLineTooLong) {
+		t.Fatalf("PublishStream = %v, want a *PublishStreamError with ErrLineTooLong", err)
+	}
+	if pe.Line != 2 || reply.Count != 1 {
+		t.Errorf("stopped at line %d after %d events, want line 2 after 1", pe.Line, reply.Count)
+	}
+	if n := lastID(srv, "s"); n != 1 {
+		t.Errorf("session lastId = %d, want 1", n)
 	}
 }
