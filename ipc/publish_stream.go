@@ -295,6 +295,10 @@ func (ps *pubStream) fail(err error) {
 		body.Published = &ps.reply
 	}
 	if !ps.wrote {
+		// The rest of the body is not wanted: without this net/http would
+		// read up to 256 KiB of it before answering, which for a slow
+		// producer means waiting out the idle limit.
+		ps.w.Header().Set("Connection", "close")
 		writeJSON(ps.w, e.Status, body)
 		return
 	}

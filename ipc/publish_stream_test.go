@@ -176,6 +176,27 @@ func TestStreamingPublishStopsAtABadLine(t *testing.T) {
 	}
 }
 
+// TestStreamingPublishRefusesABadLineWhileTheBodyIsOpen: the error reply
+// comes as soon as the bad line is read, not when a slow producer finally
+// ends its body (or the idle limit cuts it).
+func TestStreamingPublishRefusesABadLineWhileTheBodyIsOpen(t *testing.T) {
+	srv := newServer(t)
+	createSession(t, srv, "s")
+	ps := openPublishStream(t, srv, "/api/v1/sessions/s/events", nil)
+	ps.send(line("a:b", 1), `{"type":"stream:ready"}`)
+	r := ps.response() // the body stays open: the reply must not wait for it
+	if r.StatusCode != http.StatusBadRequest {
+		t.Fatalf("reply = %d, want 400", r.StatusCode)
+	}
+	var got streamErr
+	if err := json.NewDecoder(r.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Error.Code != "invalid_type" || got.Published == nil || got.Published.Count != 1 {
+		t.Errorf("reply = %+v published %+v, want invalid_type after 1 published", got.Error, got.Published)
+	}
+}
+
 // TestStreamingPublishLineAcks: with ?ack=line each event is acknowledged
 // as it is published, while the body is still open, and the stream ends
 // with the summary line, or an error line.

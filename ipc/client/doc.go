@@ -45,7 +45,8 @@
 //
 // A Stream runs one goroutine per connection, which reads the connection
 // and hands frames to Next; Stream.Close (or the end of the context given
-// to Client.Stream) stops it and waits for it. REST calls start none of
-// their own beyond net/http's; Client.CloseIdleConnections releases its
-// keep-alive connections.
+// to Client.Stream) stops it and waits for it. PublishStream runs its
+// request in one goroutine and waits for it before returning. Other REST
+// calls start none of their own beyond net/http's;
+// Client.CloseIdleConnections releases its keep-alive connections.
 package client
