@@ -66,42 +66,51 @@ const statusInterval = 2 * time.Second
 // POST /api/v1/reload, then shuts down gracefully (SPEC §8). A clean
 // shutdown returns nil.
 func Run(ctx context.Context, cfg Config, opts Options) error {
-	d, err := newDaemon(cfg, opts)
-	if err != nil {
-		return err
-	}
+	d := newDaemon(cfg, opts)
+	// The socket first: a second daemon started by mistake is told that
+	// another one answers there, before it touches the journal.
 	listeners, cleanup, err := d.listen()
 	if err != nil {
-		d.closeJournal()
 		return err
 	}
 	defer cleanup()
+	if err := d.open(); err != nil {
+		return err
+	}
 	return d.serve(ctx, listeners)
 }
 
-func newDaemon(cfg Config, opts Options) (*Daemon, error) {
+// newDaemon returns a daemon with its logger and notifier, not yet open.
+func newDaemon(cfg Config, opts Options) *Daemon {
 	d := &Daemon{opts: opts, cfg: cfg, notifier: systemd.NewNotifier(), level: new(slog.LevelVar), conns: newConnTracker()}
 	d.level.Set(cfg.SlogLevel())
 	d.log = opts.Logger
 	if d.log == nil {
 		d.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: d.level}))
 	}
+	return d
+}
+
+// open loads the keys, opens the journal (durability "disk") and restores
+// its sessions, and builds the hub, router and HTTP server.
+func (d *Daemon) open() error {
+	cfg := d.cfg
 	auth, err := newAuth(cfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	ho := hubOptions(cfg)
 	if cfg.Durability == DurabilityDisk {
 		j, err := openJournal(cfg, d.log)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		d.journal, ho.Journal = j, j
 	}
 	h, err := hub.New(ho)
 	if err != nil {
 		d.closeJournal()
-		return nil, err
+		return err
 	}
 	d.hub = h
 	d.handler = ipc.New(d.handlerOptions(cfg, auth))
@@ -114,7 +123,7 @@ func newDaemon(cfg Config, opts Options) (*Daemon, error) {
 		MaxHeaderBytes:    int(cfg.MaxHeaderBytes),
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelDebug),
 	}
-	return d, nil
+	return nil
 }
 
 // openJournal opens the journal in cfg.StateDir (SPEC §11), creating the
