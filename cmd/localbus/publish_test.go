@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -294,6 +295,22 @@ func TestPublishUsageErrorsShowHelpOnStderr(t *testing.T) {
 	}
 }
 
+func TestSessionShowAndStatusReportTheJournal(t *testing.T) {
+	t.Parallel()
+	d := lbtest.Start(t, lbtest.Options{Durable: true})
+	if r := runBin(t, "", "publish", "--socket", d.Socket, "--session", "j", "job:done", `{"ok":true}`); r.code != 0 {
+		t.Fatalf("publish: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r := runBin(t, "", "session", "show", "--socket", d.Socket, "j")
+	if !regexp.MustCompile(`durability\s+\d+(\.\d+)? ([KMG]iB|bytes) on disk, synced through id 1\n`).MatchString(r.stdout) {
+		t.Errorf("session show: stdout %q; want the journal's figures", r.stdout)
+	}
+	r = runBin(t, "", "status", "--socket", d.Socket)
+	if !strings.Contains(r.stdout, "journal: ") || !strings.Contains(r.stdout, "on disk for 1 session\n") {
+		t.Errorf("status: stdout %q; want the journal's size", r.stdout)
+	}
+}
+
 func TestSessionCommands(t *testing.T) {
 	t.Parallel()
 	d := lbtest.Start(t, lbtest.Options{})
@@ -316,7 +333,7 @@ func TestSessionCommands(t *testing.T) {
 		t.Errorf("create without id: exit %d, stdout %q; want the new session as JSON", r.code, r.stdout)
 	}
 	r = run("show", "b-17")
-	for _, want := range []string{"session      b-17", "last id      0", "earliest id  -", "ring         0 of 10 events", "subscribers  0"} {
+	for _, want := range []string{"session      b-17", "last id      0", "earliest id  -", "ring         0 of 10 events", "subscribers  0", "durability   memory only"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("show: stdout %q lacks %q", r.stdout, want)
 		}

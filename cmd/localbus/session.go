@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/client"
 )
 
@@ -138,6 +139,7 @@ func sessionShowCommand() *cli.Command {
 			fmt.Fprintf(w, "earliest id\t%s\n", optID(s.EarliestID))
 			fmt.Fprintf(w, "ring\t%d of %d events, %s of %s\n", s.Ring.Count, s.Ring.MaxCount, bytesText(s.Ring.Bytes), bytesText(s.Ring.MaxBytes))
 			fmt.Fprintf(w, "subscribers\t%d\n", s.Subscribers)
+			fmt.Fprintf(w, "durability\t%s\n", durabilityText(s.Durability))
 			return w.Flush()
 		},
 	}
@@ -182,6 +184,14 @@ func sessionTable(out io.Writer, list []client.SessionInfo) {
 		fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d\t%d\t%s\n", s.ID, s.LastID, optID(s.EarliestID), s.Ring.Count, s.Ring.Bytes, s.Subscribers, s.Epoch)
 	}
 	w.Flush()
+}
+
+// durabilityText describes what a session keeps on disk.
+func durabilityText(d *ipc.DurabilityInfo) string {
+	if d == nil {
+		return "memory only: its events do not survive a restart"
+	}
+	return fmt.Sprintf("%s on disk, synced through id %d", bytesText(d.BytesOnDisk), d.LastSyncedID)
 }
 
 func optID(id *uint64) string {

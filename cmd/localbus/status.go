@@ -56,6 +56,17 @@ func printStatus(c *cli.Context, cl *client.Client, caps client.Caps, sessions [
 	fmt.Fprintf(w, "limits: ring %d events / %s per bus, queue %d events / %s per reader, %d readers per bus, %d sessions, %s per event\n",
 		l.RingSize, bytesText(l.RingMaxBytes), l.MaxQueued, bytesText(l.MaxQueuedBytes), l.MaxSubscribers, l.MaxSessions, bytesText(l.MaxEventBytes))
 	fmt.Fprintf(w, "%s, %s on sessions\n", plural(len(sessions), "session"), plural(subscribers, "subscriber"))
+	var onDisk int64
+	journaled := 0
+	for _, s := range sessions {
+		if s.Durability != nil {
+			onDisk += s.Durability.BytesOnDisk
+			journaled++
+		}
+	}
+	if journaled > 0 {
+		fmt.Fprintf(w, "journal: %s on disk for %s\n", bytesText(onDisk), plural(journaled, "session"))
+	}
 	if len(sessions) > 0 {
 		fmt.Fprintln(w)
 		sessionTable(w, sessions)
