@@ -417,7 +417,7 @@ func TestSubscriberLimitInBand(t *testing.T) {
 // not answer is closed and its subscription removed.
 func TestWebSocketKeepalive(t *testing.T) {
 	srv := ipctest.New(t, ipctest.Options{
-		Hub:     hubOpts(),
+		Hub: hubOpts(),
 		// Short, but long enough for a loaded machine to answer a ping:
 		// the server waits one keepalive for the pong.
 		Handler: ipc.Options{Keepalive: 250 * time.Millisecond, WriteTimeout: 250 * time.Millisecond},
