@@ -63,6 +63,22 @@ func requestContext(c *cli.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(c.Context, requestTimeout)
 }
 
+// callDaemon makes the REST calls of call with the client the connection
+// flags describe, bounded together by requestTimeout, and returns call's
+// error as the command's (clientError). An error call has already made an
+// exitError passes unchanged.
+func callDaemon(c *cli.Context, call func(ctx context.Context, cl *client.Client) error) error {
+	cl := newClient(c)
+	defer cl.CloseIdleConnections()
+	ctx, cancel := requestContext(c)
+	defer cancel()
+	err := call(ctx, cl)
+	if ee := (exitError{}); errors.As(err, &ee) {
+		return err
+	}
+	return clientError(err)
+}
+
 // onUsageError shows the command's help on stderr and makes run exit 1
 // with the error as the last line.
 func onUsageError(c *cli.Context, err error, _ bool) error {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 
@@ -23,15 +24,15 @@ func reloadCommand() *cli.Command {
 			if err := checkArgs(c, 0, 0, "no arguments"); err != nil {
 				return err
 			}
-			cl := newClient(c)
-			defer cl.CloseIdleConnections()
-			ctx, cancel := requestContext(c)
-			defer cancel()
-			if err := cl.Reload(ctx); err != nil {
+			err := callDaemon(c, func(ctx context.Context, cl *client.Client) error {
+				err := cl.Reload(ctx)
 				if ae, ok := err.(*client.APIError); ok && ae.Status == http.StatusBadRequest {
 					return exitError{exitUsage, fmt.Errorf("the daemon refused the new configuration and keeps the old one: %s", ae.Message)}
 				}
-				return clientError(err)
+				return err
+			})
+			if err != nil {
+				return err
 			}
 			fmt.Fprintln(c.App.Writer, "reloaded")
 			return nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -58,13 +59,13 @@ func sessionCreateCommand() *cli.Command {
 			if c.Int("ring-size") < 0 {
 				return usagef(c, "--ring-size must be positive")
 			}
-			cl := newClient(c)
-			defer cl.CloseIdleConnections()
-			ctx, cancel := requestContext(c)
-			defer cancel()
-			s, err := cl.CreateSession(ctx, c.Args().First(), c.Int("ring-size"))
+			var s client.SessionInfo
+			err := callDaemon(c, func(ctx context.Context, cl *client.Client) (err error) {
+				s, err = cl.CreateSession(ctx, c.Args().First(), c.Int("ring-size"))
+				return err
+			})
 			if err != nil {
-				return clientError(err)
+				return err
 			}
 			if c.Bool("json") {
 				return printJSON(c.App.Writer, s)
@@ -88,13 +89,13 @@ func sessionListCommand() *cli.Command {
 			if err := checkArgs(c, 0, 0, "no arguments"); err != nil {
 				return err
 			}
-			cl := newClient(c)
-			defer cl.CloseIdleConnections()
-			ctx, cancel := requestContext(c)
-			defer cancel()
-			list, err := cl.Sessions(ctx)
+			var list []client.SessionInfo
+			err := callDaemon(c, func(ctx context.Context, cl *client.Client) (err error) {
+				list, err = cl.Sessions(ctx)
+				return err
+			})
 			if err != nil {
-				return clientError(err)
+				return err
 			}
 			if c.Bool("json") {
 				return printJSON(c.App.Writer, map[string]any{"sessions": list})
@@ -121,13 +122,13 @@ func sessionShowCommand() *cli.Command {
 			if err := checkArgs(c, 1, 1, "one session ID"); err != nil {
 				return err
 			}
-			cl := newClient(c)
-			defer cl.CloseIdleConnections()
-			ctx, cancel := requestContext(c)
-			defer cancel()
-			s, err := cl.Session(ctx, c.Args().First())
+			var s client.SessionInfo
+			err := callDaemon(c, func(ctx context.Context, cl *client.Client) (err error) {
+				s, err = cl.Session(ctx, c.Args().First())
+				return err
+			})
 			if err != nil {
-				return clientError(err)
+				return err
 			}
 			if c.Bool("json") {
 				return printJSON(c.App.Writer, s)
@@ -161,12 +162,11 @@ func sessionDeleteCommand() *cli.Command {
 			if err := checkArgs(c, 1, 1, "one session ID"); err != nil {
 				return err
 			}
-			cl := newClient(c)
-			defer cl.CloseIdleConnections()
-			ctx, cancel := requestContext(c)
-			defer cancel()
-			if err := cl.DeleteSession(ctx, c.Args().First()); err != nil {
-				return clientError(err)
+			err := callDaemon(c, func(ctx context.Context, cl *client.Client) error {
+				return cl.DeleteSession(ctx, c.Args().First())
+			})
+			if err != nil {
+				return err
 			}
 			fmt.Fprintf(c.App.Writer, "deleted session %s\n", c.Args().First())
 			return nil

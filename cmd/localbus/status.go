@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -23,35 +25,37 @@ func statusCommand() *cli.Command {
 			if err := checkArgs(c, 0, 0, "no arguments"); err != nil {
 				return err
 			}
-			cl := newClient(c)
-			defer cl.CloseIdleConnections()
-			ctx, cancel := requestContext(c)
-			defer cancel()
-			caps, err := cl.Caps(ctx)
+			var addr string
+			var caps client.Caps
+			var sessions []client.SessionInfo
+			err := callDaemon(c, func(ctx context.Context, cl *client.Client) (err error) {
+				addr = cl.Addr()
+				if caps, err = cl.Caps(ctx); err != nil {
+					return err
+				}
+				sessions, err = cl.Sessions(ctx)
+				return err
+			})
 			if err != nil {
-				return clientError(err)
-			}
-			sessions, err := cl.Sessions(ctx)
-			if err != nil {
-				return clientError(err)
+				return err
 			}
 			if c.Bool("json") {
-				return printJSON(c.App.Writer, map[string]any{"address": cl.Addr(), "caps": caps, "sessions": sessions})
+				return printJSON(c.App.Writer, map[string]any{"address": addr, "caps": caps, "sessions": sessions})
 			}
-			printStatus(c, cl, caps, sessions)
+			printStatus(c.App.Writer, addr, caps, sessions)
 			return nil
 		},
 	}
 }
 
-func printStatus(c *cli.Context, cl *client.Client, caps client.Caps, sessions []client.SessionInfo) {
-	w := c.App.Writer
+// printStatus writes the status of the daemon at addr for people.
+func printStatus(w io.Writer, addr string, caps client.Caps, sessions []client.SessionInfo) {
 	l := caps.Limits
 	subscribers := 0
 	for _, s := range sessions {
 		subscribers += s.Subscribers
 	}
-	fmt.Fprintf(w, "localbus %s (schema %d) at %s\n", caps.Version, caps.SchemaVersion, cl.Addr())
+	fmt.Fprintf(w, "localbus %s (schema %d) at %s\n", caps.Version, caps.SchemaVersion, addr)
 	fmt.Fprintf(w, "features: %s\n", strings.Join(caps.Features, ", "))
 	fmt.Fprintf(w, "limits: ring %d events / %s per bus, queue %d events / %s per reader, %d readers per bus, %d sessions, %s per event\n",
 		l.RingSize, bytesText(l.RingMaxBytes), l.MaxQueued, bytesText(l.MaxQueuedBytes), l.MaxSubscribers, l.MaxSessions, bytesText(l.MaxEventBytes))
