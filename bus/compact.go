@@ -40,11 +40,185 @@ func appendCompact(dst, src []byte) ([]byte, bool) {
 	return c.dst, true
 }
 
+// ScanValue returns the index just past the JSON value that starts at
+// b[i] (no white space before it), or -1 if b[i:] does not start with a
+// valid one. It checks the grammar as the bus's compaction does (RFC 8259;
+// bytes of 0x80 and above in strings pass unchecked, as encoding/json lets
+// them), with encoding/json's nesting limit: depth counts the arrays and
+// objects the value sits in. It neither allocates nor copies, and is safe
+// for concurrent use.
+func ScanValue(b []byte, i, depth int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch c := b[i]; {
+	case c == '"':
+		return ScanString(b, i)
+	case c == '{':
+		return scanContainer(b, i, depth+1, '}')
+	case c == '[':
+		return scanContainer(b, i, depth+1, ']')
+	case c == 't':
+		return scanLiteral(b, i, "true")
+	case c == 'f':
+		return scanLiteral(b, i, "false")
+	case c == 'n':
+		return scanLiteral(b, i, "null")
+	case c == '-' || (c >= '0' && c <= '9'):
+		return scanNumber(b, i)
+	}
+	return -1
+}
+
+// scanContainer returns the index after the object or array at b[i],
+// whose closing bracket is end ('}' for an object, whose members have
+// keys), or -1.
+func scanContainer(b []byte, i, depth int, end byte) int {
+	if depth > maxDepth {
+		return -1
+	}
+	i = SkipSpace(b, i+1)
+	if i < len(b) && b[i] == end {
+		return i + 1
+	}
+	for {
+		if end == '}' {
+			if i >= len(b) || b[i] != '"' {
+				return -1
+			}
+			if i = ScanString(b, i); i < 0 {
+				return -1
+			}
+			i = SkipSpace(b, i)
+			if i >= len(b) || b[i] != ':' {
+				return -1
+			}
+			i = SkipSpace(b, i+1)
+		}
+		if i = ScanValue(b, i, depth); i < 0 {
+			return -1
+		}
+		i = SkipSpace(b, i)
+		if i >= len(b) {
+			return -1
+		}
+		switch b[i] {
+		case ',':
+			i = SkipSpace(b, i+1)
+		case end:
+			return i + 1
+		default:
+			return -1
+		}
+	}
+}
+
+// SkipSpace returns the index of the first byte of b[i:] that is not JSON
+// white space (space, tab, newline, carriage return), or len(b).
+func SkipSpace(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+func scanLiteral(b []byte, i int, lit string) int {
+	if len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit {
+		return i + len(lit)
+	}
+	return -1
+}
+
+func scanDigits(b []byte, i int) int {
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+// scanNumber returns the index after the number at b[i:], or -1.
+func scanNumber(b []byte, i int) int {
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		i = scanDigits(b, i+1)
+	default:
+		return -1
+	}
+	if i < len(b) && b[i] == '.' {
+		j := scanDigits(b, i+1)
+		if j == i+1 {
+			return -1
+		}
+		i = j
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		j := scanDigits(b, i)
+		if j == i {
+			return -1
+		}
+		i = j
+	}
+	return i
+}
+
+// ScanString returns the index just past the JSON string that starts at
+// b[i] == '"', or -1 if it is not a valid one, as [ScanValue] checks it.
+func ScanString(b []byte, i int) int {
+	i++
+	for {
+		i = plainRun(b, i)
+		if i >= len(b) {
+			return -1
+		}
+		switch b[i] {
+		case '"':
+			return i + 1
+		case '\\':
+			if i+1 >= len(b) {
+				return -1
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(b) {
+					return -1
+				}
+				for _, h := range b[i+2 : i+6] {
+					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
+						return -1
+					}
+				}
+				i += 6
+			default:
+				return -1
+			}
+		default: // a control character
+			return -1
+		}
+	}
+}
+
 // maxDepth is encoding/json's nesting limit.
 const maxDepth = 10000
 
 // compactor copies src to dst in runs: src[start:i] is pending, and white
-// space between tokens ends a run.
+// space between tokens ends a run. It walks arrays and objects itself and
+// leaves everything else, which holds no white space to drop, to ScanValue.
 type compactor struct {
 	src, dst []byte
 	i, start int
@@ -56,49 +230,30 @@ func (c *compactor) flush(end int) {
 
 // space skips white space, leaving it out of the copy.
 func (c *compactor) space() {
-	i := c.i
-	for i < len(c.src) {
-		switch c.src[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-			continue
-		}
-		break
-	}
-	if i != c.i {
+	if i := SkipSpace(c.src, c.i); i != c.i {
 		c.flush(c.i)
 		c.i, c.start = i, i
 	}
 }
 
 func (c *compactor) value(depth int) bool {
-	if c.i >= len(c.src) {
-		return false
+	if c.i < len(c.src) {
+		switch c.src[c.i] {
+		case '{':
+			return c.container(depth+1, '}')
+		case '[':
+			return c.container(depth+1, ']')
+		}
 	}
-	switch b := c.src[c.i]; {
-	case b == '"':
-		return c.str()
-	case b == '{':
-		return c.object(depth + 1)
-	case b == '[':
-		return c.array(depth + 1)
-	case b == 't':
-		return c.literal("true")
-	case b == 'f':
-		return c.literal("false")
-	case b == 'n':
-		return c.literal("null")
-	case b == '-' || (b >= '0' && b <= '9'):
-		return c.number()
-	}
-	return false
+	return c.to(ScanValue(c.src, c.i, depth))
 }
 
-func (c *compactor) literal(lit string) bool {
-	if len(c.src)-c.i < len(lit) || string(c.src[c.i:c.i+len(lit)]) != lit {
+// to moves past a token that ends at j, or reports false if j is -1.
+func (c *compactor) to(j int) bool {
+	if j < 0 {
 		return false
 	}
-	c.i += len(lit)
+	c.i = j
 	return true
 }
 
@@ -136,102 +291,30 @@ func plainRun(s []byte, i int) int {
 	return i
 }
 
-func (c *compactor) str() bool {
-	s, i := c.src, c.i+1
-	for {
-		i = plainRun(s, i)
-		if i >= len(s) {
-			return false
-		}
-		switch s[i] {
-		case '"':
-			c.i = i + 1
-			return true
-		case '\\':
-			if i+1 >= len(s) {
-				return false
-			}
-			switch s[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if i+6 > len(s) {
-					return false
-				}
-				for _, h := range s[i+2 : i+6] {
-					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
-						return false
-					}
-				}
-				i += 6
-			default:
-				return false
-			}
-		default: // a control character
-			return false
-		}
-	}
-}
-
-func (c *compactor) digits() int {
-	start := c.i
-	for c.i < len(c.src) && c.src[c.i] >= '0' && c.src[c.i] <= '9' {
-		c.i++
-	}
-	return c.i - start
-}
-
-func (c *compactor) number() bool {
-	s := c.src
-	if s[c.i] == '-' {
-		c.i++
-	}
-	switch {
-	case c.i < len(s) && s[c.i] == '0':
-		c.i++
-	case c.i < len(s) && s[c.i] >= '1' && s[c.i] <= '9':
-		c.digits()
-	default:
-		return false
-	}
-	if c.i < len(s) && s[c.i] == '.' {
-		c.i++
-		if c.digits() == 0 {
-			return false
-		}
-	}
-	if c.i < len(s) && (s[c.i] == 'e' || s[c.i] == 'E') {
-		c.i++
-		if c.i < len(s) && (s[c.i] == '+' || s[c.i] == '-') {
-			c.i++
-		}
-		if c.digits() == 0 {
-			return false
-		}
-	}
-	return true
-}
-
-func (c *compactor) object(depth int) bool {
+// container reads the object or array at src[i], whose closing bracket
+// is end: '}' for an object, whose members have keys, or ']'.
+func (c *compactor) container(depth int, end byte) bool {
 	if depth > maxDepth {
 		return false
 	}
 	c.i++
 	c.space()
-	if c.i < len(c.src) && c.src[c.i] == '}' {
+	if c.i < len(c.src) && c.src[c.i] == end {
 		c.i++
 		return true
 	}
 	for {
-		if c.i >= len(c.src) || c.src[c.i] != '"' || !c.str() {
-			return false
+		if end == '}' {
+			if c.i >= len(c.src) || c.src[c.i] != '"' || !c.to(ScanString(c.src, c.i)) {
+				return false
+			}
+			c.space()
+			if c.i >= len(c.src) || c.src[c.i] != ':' {
+				return false
+			}
+			c.i++
+			c.space()
 		}
-		c.space()
-		if c.i >= len(c.src) || c.src[c.i] != ':' {
-			return false
-		}
-		c.i++
-		c.space()
 		if !c.value(depth) {
 			return false
 		}
@@ -243,38 +326,7 @@ func (c *compactor) object(depth int) bool {
 		case ',':
 			c.i++
 			c.space()
-		case '}':
-			c.i++
-			return true
-		default:
-			return false
-		}
-	}
-}
-
-func (c *compactor) array(depth int) bool {
-	if depth > maxDepth {
-		return false
-	}
-	c.i++
-	c.space()
-	if c.i < len(c.src) && c.src[c.i] == ']' {
-		c.i++
-		return true
-	}
-	for {
-		if !c.value(depth) {
-			return false
-		}
-		c.space()
-		if c.i >= len(c.src) {
-			return false
-		}
-		switch c.src[c.i] {
-		case ',':
-			c.i++
-			c.space()
-		case ']':
+		case end:
 			c.i++
 			return true
 		default:

@@ -2,7 +2,6 @@ package ipc
 
 import (
 	"bytes"
-	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -87,37 +86,6 @@ func TestScanPublishLeavesErrorsToTheReference(t *testing.T) {
 	} {
 		if _, ok := scanPublish([]byte(body), false, 1<<10, DefaultMaxBatch); ok {
 			t.Errorf("scanPublish(%.60q) accepted a body the reference refuses", body)
-		}
-	}
-}
-
-// TestPlainRunMatchesAByteLoop: the word-at-a-time scan stops where a
-// byte-at-a-time loop does, for special bytes at every offset among bytes
-// of every kind.
-func TestPlainRunMatchesAByteLoop(t *testing.T) {
-	naive := func(s []byte, i int) int {
-		for i < len(s) && s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' {
-			i++
-		}
-		return i
-	}
-	alphabet := []byte{'a', ' ', '!', '"', '#', '\\', ']', 0x00, 0x1f, 0x7f, 0x80, 0xa2, 0xdc, 0xff}
-	r := rand.New(rand.NewPCG(3, 4))
-	for range 200000 {
-		s := make([]byte, r.IntN(40))
-		for i := range s {
-			if r.IntN(8) == 0 {
-				s[i] = alphabet[r.IntN(len(alphabet))]
-			} else {
-				s[i] = byte(0x20 + r.IntN(0xe0))
-			}
-		}
-		start := 0
-		if len(s) > 0 {
-			start = r.IntN(len(s))
-		}
-		if got, want := plainRun(s, start), naive(s, start); got != want {
-			t.Fatalf("plainRun(%q, %d) = %d, want %d", s, start, got, want)
 		}
 	}
 }
