@@ -101,6 +101,33 @@ func (e *env) window() (window, batch int) {
 	return window, min(batch, window)
 }
 
+// openStreams is how fanout and latency begin: it opens a session, starts
+// c.Subscribers followers on it, made by mk from the session's path, and a
+// publisher of c.Size-byte events to it. stop closes the publisher, then
+// the followers; on error nothing is left open.
+func (e *env) openStreams(ctx context.Context, mk func(path string) func(i int) *follower) (fs []*follower, pub publisher, stop func(), err error) {
+	c := e.c
+	if err := e.checkSubscribers(c.Subscribers); err != nil {
+		return nil, nil, nil, err
+	}
+	path, err := e.t.newSession(ctx, 0)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	e.logf("%s: opening %d %s streams", e.t.name(), c.Subscribers, c.Transport)
+	if fs, err = startFollowers(ctx, c.Subscribers, 32, mk(path)); err != nil {
+		return nil, nil, nil, err
+	}
+	if pub, err = e.t.publisher(ctx, path, c.Size); err != nil {
+		stopFollowers(fs)
+		return nil, nil, nil, err
+	}
+	return fs, pub, func() {
+		pub.Close()
+		stopFollowers(fs)
+	}, nil
+}
+
 func followerAt(e *env, path, query string, n uint64, signal chan struct{}, every int64, latency bool) func(int) *follower {
 	return func(int) *follower {
 		return &follower{
@@ -137,27 +164,16 @@ func (e *env) sampler() *rssSampler {
 
 func fanout(ctx context.Context, e *env) (*Result, error) {
 	c := e.c
-	if err := e.checkSubscribers(c.Subscribers); err != nil {
-		return nil, err
-	}
-	path, err := e.t.newSession(ctx, 0)
-	if err != nil {
-		return nil, err
-	}
 	window, batch := e.window()
 	signal := make(chan struct{}, 1)
-	e.logf("%s: opening %d %s streams", e.t.name(), c.Subscribers, c.Transport)
 	query := "maxQueued=" + strconv.Itoa(c.MaxQueued)
-	fs, err := startFollowers(ctx, c.Subscribers, 32, followerAt(e, path, query, uint64(c.Events), signal, int64(max(1, batch/4)), false))
+	fs, pub, stop, err := e.openStreams(ctx, func(path string) func(int) *follower {
+		return followerAt(e, path, query, uint64(c.Events), signal, int64(max(1, batch/4)), false)
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer stopFollowers(fs)
-	pub, err := e.t.publisher(ctx, path, c.Size)
-	if err != nil {
-		return nil, err
-	}
-	defer pub.Close()
+	defer stop()
 	rss := e.sampler()
 	var before int64
 	if rss != nil {
@@ -237,29 +253,18 @@ func fanout(ctx context.Context, e *env) (*Result, error) {
 
 func latency(ctx context.Context, e *env) (*Result, error) {
 	c := e.c
-	if err := e.checkSubscribers(c.Subscribers); err != nil {
-		return nil, err
-	}
-	path, err := e.t.newSession(ctx, 0)
-	if err != nil {
-		return nil, err
-	}
-	e.logf("%s: opening %d %s streams", e.t.name(), c.Subscribers, c.Transport)
-	mk := followerAt(e, path, "", uint64(c.Events), nil, 0, true)
-	fs, err := startFollowers(ctx, c.Subscribers, 32, func(i int) *follower {
-		f := mk(i)
-		f.lat = make([]int64, 0, c.Events)
-		return f
+	fs, pub, stop, err := e.openStreams(ctx, func(path string) func(int) *follower {
+		mk := followerAt(e, path, "", uint64(c.Events), nil, 0, true)
+		return func(i int) *follower {
+			f := mk(i)
+			f.lat = make([]int64, 0, c.Events)
+			return f
+		}
 	})
 	if err != nil {
 		return nil, err
 	}
-	defer stopFollowers(fs)
-	pub, err := e.t.publisher(ctx, path, c.Size)
-	if err != nil {
-		return nil, err
-	}
-	defer pub.Close()
+	defer stop()
 	e.logf("%s: publishing %d events a second for %v", e.t.name(), c.Rate, c.Duration)
 	interval := time.Second / time.Duration(c.Rate)
 	lags := make([]int64, 0, c.Events)
