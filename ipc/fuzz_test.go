@@ -9,31 +9,53 @@ import (
 	"github.com/localbus/localbus/bus"
 )
 
+// publishSeeds is the corpus of both publish-body targets, FuzzDecodePublish
+// and FuzzScanPublish: bodies, each with whether it is sent as NDJSON.
+var publishSeeds = []struct {
+	body   string
+	ndjson bool
+}{
+	{`{"type":"build:step","data":{"n":1}}`, false},
+	{`[{"type":"a:b"},{"type":"a:c","data":null}]`, false},
+	{"{\"type\":\"a:b\"}\n\n{\"type\":\"a:c\",\"data\":[1]}\r\n", true},
+	{`{"type":"stream:ready"}`, false},
+	{`{"type":"localbus:x"}`, false},
+	{`[]`, false},
+	{``, true},
+	{`{"type":"a:b","extra":1}`, false},
+	{`{"type":"a:b"} {"type":"a:c"}`, false},
+	{`[{"type":"a:b"},`, false},
+	{`{"type":"a:b","data":"\u2028"}`, false},
+	{"{\"type\":\"a:b\",\"data\":\"\xff\"}", false},
+	{`[[{"type":"a:b"}]]`, false},
+	{`{"type":null}`, false},
+	{` [ {"type":"a:b"} , {"data":null,"type":"a:c"} ] `, false},
+	{"{\"type\":\"a:b\"}\n\n{\"type\":\"a:c\",\"data\":[1,-2.5e+3,true,false,null,\"\\u00e9\\n\"]}\r\n", true},
+	{`{"type":"a:b","data":{"a":{"b":[{}]}},"data":1}`, false},
+	{`{"Type":"a:b"}`, false},
+	{`{"type":"a:\u0062"}`, false},
+	{`{"type":"a:b","data":01}`, false},
+	{`{"type":"a:b","data":1.}`, false},
+	{`{"type":"a:b","data":"\x"}`, false},
+	{`{"type":"a:b","data":[1,]}`, false},
+	{`{"type":"a:b",}`, false},
+	{`[{"type":"a:b"}]x`, false},
+	{"{\"type\":\"a:b\",\"data\":\"\t\"}", false},
+	{`{}`, false},
+}
+
+// addPublishSeeds adds publishSeeds to f's corpus.
+func addPublishSeeds(f *testing.F) {
+	for _, seed := range publishSeeds {
+		f.Add([]byte(seed.body), seed.ndjson)
+	}
+}
+
 // FuzzDecodePublish: decodePublish never panics; what it accepts is 1 to
 // 1000 events, each of a publishable type with JSON data; what it refuses
 // is a 400 or a 413 *Error.
 func FuzzDecodePublish(f *testing.F) {
-	for _, seed := range []struct {
-		body   string
-		ndjson bool
-	}{
-		{`{"type":"build:step","data":{"n":1}}`, false},
-		{`[{"type":"a:b"},{"type":"a:c","data":null}]`, false},
-		{"{\"type\":\"a:b\"}\n\n{\"type\":\"a:c\",\"data\":[1]}\r\n", true},
-		{`{"type":"stream:ready"}`, false},
-		{`{"type":"localbus:x"}`, false},
-		{`[]`, false},
-		{``, true},
-		{`{"type":"a:b","extra":1}`, false},
-		{`{"type":"a:b"} {"type":"a:c"}`, false},
-		{`[{"type":"a:b"},`, false},
-		{`{"type":"a:b","data":"\u2028"}`, false},
-		{"{\"type\":\"a:b\",\"data\":\"\xff\"}", false},
-		{`[[{"type":"a:b"}]]`, false},
-		{`{"type":null}`, false},
-	} {
-		f.Add([]byte(seed.body), seed.ndjson)
-	}
+	addPublishSeeds(f)
 	const maxEventBytes = 1 << 10
 	f.Fuzz(func(t *testing.T, body []byte, ndjson bool) {
 		events, err := decodePublish(body, ndjson, maxEventBytes, DefaultMaxBatch)
