@@ -239,6 +239,8 @@ func (c *compactor) space() {
 func (c *compactor) value(depth int) bool {
 	if c.i < len(c.src) {
 		switch c.src[c.i] {
+		case '"': // the commonest token: skip ScanValue's dispatch
+			return c.to(ScanString(c.src, c.i))
 		case '{':
 			return c.container(depth+1, '}')
 		case '[':
