@@ -223,7 +223,7 @@ func (h *Handler) servePublish(w http.ResponseWriter, r *http.Request, c Caller)
 	}
 	for i := range events {
 		if fam := bus.FamilyOf(events[i].Type); !c.Scopes.CanPublish(fam) {
-			writeError(w, errorf(http.StatusForbidden, "forbidden", "event %d: this caller may not publish family %s; nothing was published", i, fam))
+			h.refuse(w, r, c, errorf(http.StatusForbidden, "forbidden", "event %d: this caller may not publish family %s; nothing was published", i, fam))
 			return
 		}
 		events[i].Originator = originator
@@ -233,7 +233,8 @@ func (h *Handler) servePublish(w http.ResponseWriter, r *http.Request, c Caller)
 		writeError(w, err)
 		return
 	}
-	b := make([]byte, 0, 32+int(last-first+1)*(decimalLen(last)+1))
+	idLen := len(strconv.AppendUint(make([]byte, 0, 20), last, 10))
+	b := make([]byte, 0, 32+int(last-first+1)*(idLen+1))
 	b = append(b, `{"ids":[`...)
 	for n := first; n <= last; n++ {
 		if n > first {
@@ -293,15 +294,6 @@ func (h *Handler) publish(id string, events []bus.Event) (first, last uint64, er
 	first, last, err = h.options().Hub.Publish(id, events)
 	h.metrics.publishSeconds.Observe(time.Since(start).Seconds())
 	return first, last, err
-}
-
-func decimalLen(n uint64) int {
-	l := 1
-	for n >= 10 {
-		n /= 10
-		l++
-	}
-	return l
 }
 
 // parseAck reads ?ack= of a publish: "" when absent.
