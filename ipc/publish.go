@@ -233,7 +233,8 @@ func (h *Handler) servePublish(w http.ResponseWriter, r *http.Request, c Caller)
 		writeError(w, err)
 		return
 	}
-	idLen := len(strconv.AppendUint(make([]byte, 0, 20), last, 10))
+	var digits [20]byte
+	idLen := len(strconv.AppendUint(digits[:0], last, 10))
 	b := make([]byte, 0, 32+int(last-first+1)*(idLen+1))
 	b = append(b, `{"ids":[`...)
 	for n := first; n <= last; n++ {
