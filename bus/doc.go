@@ -17,7 +17,9 @@
 // a sub-slice of it ([Frame.SSE], [Frame.JSON]). Every subscriber and every
 // replay shares those bytes. Reserved frames (stream:ready, stream:gap, ...)
 // are built per subscriber by the functions in frame.go; they never carry an
-// id, so they never move a client's cursor.
+// id, so they never move a client's cursor. The JSON grammar the bus accepts
+// for event data lives in compact.go ([ScanValue], [ScanString],
+// [SkipSpace]); the router's publish decoder uses the same functions.
 //
 // # Ordering
 //
