@@ -43,6 +43,16 @@ func connFlags() []cli.Flag {
 	}
 }
 
+// clientCommand returns cmd, a command that talks to the daemon, with the
+// connection flags after its own, no help subcommand, and usage errors
+// shown with its help on stderr.
+func clientCommand(cmd *cli.Command) *cli.Command {
+	cmd.Flags = append(cmd.Flags, connFlags()...)
+	cmd.HideHelpCommand = true
+	cmd.OnUsageError = onUsageError
+	return cmd
+}
+
 // jsonFlag is --json (alias --raw): machine-readable output. c.Bool("json")
 // reads it.
 func jsonFlag(usage string) cli.Flag {

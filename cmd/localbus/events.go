@@ -14,7 +14,7 @@ import (
 )
 
 func eventsCommand() *cli.Command {
-	cmd := &cli.Command{
+	cmd := clientCommand(&cli.Command{
 		Name:      "events",
 		Usage:     "follow a stream of events",
 		UsageText: "localbus events [--session ID | --family F] [--types T,T] [--since N] [--transport sse|ws] [--raw] [--count N] [--timeout D]",
@@ -39,7 +39,7 @@ func eventsCommand() *cli.Command {
 			"  localbus events --session build-17\n" +
 			"  localbus events --session build-17 --types 'build:*' --since 0 --raw\n" +
 			"  localbus events --session build-17 --types build:done --count 1 --timeout 10m --wait",
-		Flags: append([]cli.Flag{
+		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "session", Aliases: []string{"s"}, Usage: "follow the session `ID`"},
 			&cli.StringFlag{Name: "family", Aliases: []string{"f"}, Usage: "follow family `F` of every session (e.g. build)"},
 			&cli.StringSliceFlag{Name: "types", Aliases: []string{"t"}, Usage: "only these event types; `T` is exact (build:done) or a whole family (build:*); comma-separated or repeated"},
@@ -51,11 +51,9 @@ func eventsCommand() *cli.Command {
 			&cli.DurationFlag{Name: "timeout", Usage: "stop after `D` (e.g. 30s, 5m)", DefaultText: "none"},
 			&cli.BoolFlag{Name: "wait", Usage: "wait for the --session to be created instead of exiting 4 when it does not exist"},
 			&cli.IntFlag{Name: "max-queued", Usage: "ask the daemon to queue at most `N` unread events (16–2048) before dropping this reader", DefaultText: "the daemon's max_queued"},
-		}, connFlags()...),
-		Action:          runEvents,
-		HideHelpCommand: true,
-		OnUsageError:    onUsageError,
-	}
+		},
+		Action: runEvents,
+	})
 	cmd.BashComplete = completeWithSessions(cmd, false)
 	return cmd
 }

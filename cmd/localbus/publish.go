@@ -16,7 +16,7 @@ import (
 )
 
 func publishCommand() *cli.Command {
-	cmd := &cli.Command{
+	cmd := clientCommand(&cli.Command{
 		Name:      "publish",
 		Usage:     "publish events to a session",
 		UsageText: "localbus publish --session ID TYPE [JSON | -]\n   localbus publish --session ID < events.ndjson",
@@ -38,15 +38,13 @@ func publishCommand() *cli.Command {
 			"  localbus publish --session build-17 build:step '{\"n\": 3}'\n" +
 			"  echo '{\"n\": 4}' | localbus publish --session build-17 build:step -\n" +
 			"  tail -f build.log | jq -Rc --unbuffered '{type: \"build:log\", data: .}' | localbus publish --session build-17",
-		Flags: append([]cli.Flag{
+		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "session", Aliases: []string{"s"}, Usage: "publish to the session `ID` (required)"},
 			&cli.StringFlag{Name: "client-id", Usage: "name this publisher: events carry it as \"originator\""},
 			jsonFlag("print the daemon's answer as JSON"),
-		}, connFlags()...),
-		Action:          runPublish,
-		HideHelpCommand: true,
-		OnUsageError:    onUsageError,
-	}
+		},
+		Action: runPublish,
+	})
 	cmd.BashComplete = completeWithSessions(cmd, false)
 	return cmd
 }

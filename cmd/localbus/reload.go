@@ -11,15 +11,12 @@ import (
 )
 
 func reloadCommand() *cli.Command {
-	return &cli.Command{
+	return clientCommand(&cli.Command{
 		Name:  "reload",
 		Usage: "make the daemon re-read its configuration and keys",
 		Description: "Like SIGHUP or systemctl reload. Streams are closed and their clients reconnect\n" +
 			"and resume without losing events. A configuration the daemon refuses is reported\n" +
 			"(exit 1) and the daemon keeps running the old one. Needs admin.",
-		Flags:           connFlags(),
-		HideHelpCommand: true,
-		OnUsageError:    onUsageError,
 		Action: func(c *cli.Context) error {
 			if err := checkArgs(c, 0, 0, "no arguments"); err != nil {
 				return err
@@ -37,5 +34,5 @@ func reloadCommand() *cli.Command {
 			fmt.Fprintln(c.App.Writer, "reloaded")
 			return nil
 		},
-	}
+	})
 }

@@ -40,18 +40,16 @@ func sessionCommand() *cli.Command {
 }
 
 func sessionCreateCommand() *cli.Command {
-	return &cli.Command{
+	return clientCommand(&cli.Command{
 		Name:      "create",
 		Usage:     "create a session",
 		ArgsUsage: "[ID]",
 		Description: "Creates the session ID, or one with a generated id when ID is absent, and prints\n" +
 			"it. Exits 1 if the session exists.",
-		Flags: append([]cli.Flag{
+		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "ring-size", Usage: "keep the last `N` events for replay", DefaultText: "the daemon's ring_size"},
 			jsonFlag("print the session as JSON"),
-		}, connFlags()...),
-		HideHelpCommand: true,
-		OnUsageError:    onUsageError,
+		},
 		Action: func(c *cli.Context) error {
 			if err := checkArgs(c, 0, 1, "[ID]"); err != nil {
 				return err
@@ -73,18 +71,16 @@ func sessionCreateCommand() *cli.Command {
 			fmt.Fprintf(c.App.Writer, "created session %s\n", s.ID)
 			return nil
 		},
-	}
+	})
 }
 
 func sessionListCommand() *cli.Command {
-	return &cli.Command{
+	return clientCommand(&cli.Command{
 		Name:  "list",
 		Usage: "list the sessions",
-		Flags: append([]cli.Flag{
+		Flags: []cli.Flag{
 			jsonFlag(`print {"sessions": [...]} as JSON`),
-		}, connFlags()...),
-		HideHelpCommand: true,
-		OnUsageError:    onUsageError,
+		},
 		Action: func(c *cli.Context) error {
 			if err := checkArgs(c, 0, 0, "no arguments"); err != nil {
 				return err
@@ -107,17 +103,15 @@ func sessionListCommand() *cli.Command {
 			sessionTable(c.App.Writer, list)
 			return nil
 		},
-	}
+	})
 }
 
 func sessionShowCommand() *cli.Command {
-	cmd := &cli.Command{
-		Name:            "show",
-		Usage:           "describe a session",
-		ArgsUsage:       "ID",
-		Flags:           append([]cli.Flag{jsonFlag("print the session as JSON")}, connFlags()...),
-		HideHelpCommand: true,
-		OnUsageError:    onUsageError,
+	cmd := clientCommand(&cli.Command{
+		Name:      "show",
+		Usage:     "describe a session",
+		ArgsUsage: "ID",
+		Flags:     []cli.Flag{jsonFlag("print the session as JSON")},
 		Action: func(c *cli.Context) error {
 			if err := checkArgs(c, 1, 1, "one session ID"); err != nil {
 				return err
@@ -143,21 +137,18 @@ func sessionShowCommand() *cli.Command {
 			fmt.Fprintf(w, "durability\t%s\n", durabilityText(s.Durability))
 			return w.Flush()
 		},
-	}
+	})
 	cmd.BashComplete = completeWithSessions(cmd, true)
 	return cmd
 }
 
 func sessionDeleteCommand() *cli.Command {
-	cmd := &cli.Command{
+	cmd := clientCommand(&cli.Command{
 		Name:      "delete",
 		Usage:     "delete a session",
 		ArgsUsage: "ID",
 		Description: "Deletes the session and its events. Its followers get stream:closed and stop\n" +
 			"(localbus events exits 4).",
-		Flags:           connFlags(),
-		HideHelpCommand: true,
-		OnUsageError:    onUsageError,
 		Action: func(c *cli.Context) error {
 			if err := checkArgs(c, 1, 1, "one session ID"); err != nil {
 				return err
@@ -171,7 +162,7 @@ func sessionDeleteCommand() *cli.Command {
 			fmt.Fprintf(c.App.Writer, "deleted session %s\n", c.Args().First())
 			return nil
 		},
-	}
+	})
 	cmd.BashComplete = completeWithSessions(cmd, true)
 	return cmd
 }

@@ -12,15 +12,13 @@ import (
 )
 
 func statusCommand() *cli.Command {
-	return &cli.Command{
+	return clientCommand(&cli.Command{
 		Name:  "status",
 		Usage: "show the daemon's version, limits, sessions and subscribers",
 		Description: "Asks the daemon what it speaks (version, features, limits) and lists its sessions\n" +
 			"with their subscribers. Exits 2 when the daemon cannot be reached, so scripts can\n" +
 			"use it as a health check.",
-		Flags:           append([]cli.Flag{jsonFlag(`print {"address", "caps", "sessions"} as JSON`)}, connFlags()...),
-		HideHelpCommand: true,
-		OnUsageError:    onUsageError,
+		Flags: []cli.Flag{jsonFlag(`print {"address", "caps", "sessions"} as JSON`)},
 		Action: func(c *cli.Context) error {
 			if err := checkArgs(c, 0, 0, "no arguments"); err != nil {
 				return err
@@ -45,7 +43,7 @@ func statusCommand() *cli.Command {
 			printStatus(c.App.Writer, addr, caps, sessions)
 			return nil
 		},
-	}
+	})
 }
 
 // printStatus writes the status of the daemon at addr for people.
