@@ -173,9 +173,7 @@ func TestMalformedURLIsAnError(t *testing.T) {
 
 func TestSessionCalls(t *testing.T) {
 	t.Parallel()
-	sock := filepath.Join(shortDir(t), "lb.sock")
-	startDaemon(t, sock, bus.Limits{})
-	c := newClient(t, sock)
+	_, c := startDaemonClient(t, bus.Limits{})
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 

@@ -106,6 +106,15 @@ func (d *daemon) restart() {
 	d.start()
 }
 
+// startDaemonClient starts a daemon with limits on a socket of its own and
+// returns it with a client of it.
+func startDaemonClient(t testing.TB, limits bus.Limits) (*daemon, *client.Client) {
+	t.Helper()
+	sock := filepath.Join(shortDir(t), "lb.sock")
+	d := startDaemon(t, sock, limits)
+	return d, newClient(t, sock)
+}
+
 // newClient returns a client of the socket whose idle connections are
 // closed when the test ends.
 func newClient(t testing.TB, sock string) *client.Client {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,9 +25,7 @@ func TestStreamReplaysThenDeliversLive(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(string(tr), func(t *testing.T) {
 			t.Parallel()
-			sock := filepath.Join(shortDir(t), "lb.sock")
-			startDaemon(t, sock, bus.Limits{})
-			c := newClient(t, sock)
+			_, c := startDaemonClient(t, bus.Limits{})
 			publishN(t, c, "s1", "build:step", 3)
 
 			st := openStream(t, c, client.StreamOptions{Session: "s1", Since: ptr[uint64](0), Transport: tr})
@@ -67,9 +64,7 @@ func TestStreamReplaysThenDeliversLive(t *testing.T) {
 
 func TestStreamFiltersByType(t *testing.T) {
 	t.Parallel()
-	sock := filepath.Join(shortDir(t), "lb.sock")
-	startDaemon(t, sock, bus.Limits{})
-	c := newClient(t, sock)
+	_, c := startDaemonClient(t, bus.Limits{})
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	for _, typ := range []string{"a:x", "b:y", "a:z"} {
@@ -132,9 +127,7 @@ func TestStreamResumesAcrossReloadWithoutLossOrRepeat(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(string(tr), func(t *testing.T) {
 			t.Parallel()
-			sock := filepath.Join(shortDir(t), "lb.sock")
-			startDaemon(t, sock, bus.Limits{})
-			c := newClient(t, sock)
+			_, c := startDaemonClient(t, bus.Limits{})
 			publishN(t, c, "s", "t:e", 1)
 			st := openStream(t, c, client.StreamOptions{Session: "s", Since: ptr[uint64](0), Transport: tr})
 
@@ -180,9 +173,7 @@ func TestStreamReportsEpochResetAfterDaemonRestart(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(string(tr), func(t *testing.T) {
 			t.Parallel()
-			sock := filepath.Join(shortDir(t), "lb.sock")
-			d := startDaemon(t, sock, bus.Limits{})
-			c := newClient(t, sock)
+			d, c := startDaemonClient(t, bus.Limits{})
 			publishN(t, c, "s", "t:e", 3)
 
 			// The restarted daemon has no session s until a publish creates
@@ -233,9 +224,7 @@ func TestStreamEndsForGoodWhenSessionDeleted(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(string(tr), func(t *testing.T) {
 			t.Parallel()
-			sock := filepath.Join(shortDir(t), "lb.sock")
-			startDaemon(t, sock, bus.Limits{})
-			c := newClient(t, sock)
+			_, c := startDaemonClient(t, bus.Limits{})
 			publishN(t, c, "s", "t:e", 1)
 			st := openStream(t, c, client.StreamOptions{Session: "s", Transport: tr})
 			next(t, st) // stream:ready
@@ -262,9 +251,7 @@ func TestStreamEndsForGoodWhenSessionDeleted(t *testing.T) {
 
 func TestStreamOfMissingSessionEnds(t *testing.T) {
 	t.Parallel()
-	sock := filepath.Join(shortDir(t), "lb.sock")
-	startDaemon(t, sock, bus.Limits{})
-	c := newClient(t, sock)
+	_, c := startDaemonClient(t, bus.Limits{})
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	_, err := c.Stream(ctx, client.StreamOptions{Session: "nope"})
@@ -278,9 +265,7 @@ func TestStreamWaitsForASessionNotCreatedYet(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(string(tr), func(t *testing.T) {
 			t.Parallel()
-			sock := filepath.Join(shortDir(t), "lb.sock")
-			startDaemon(t, sock, bus.Limits{})
-			c := newClient(t, sock)
+			_, c := startDaemonClient(t, bus.Limits{})
 			var retries int
 			st := openStream(t, c, client.StreamOptions{
 				Session: "later", Transport: tr, WaitForSession: true,
@@ -305,9 +290,7 @@ func TestStreamWaitsForASessionNotCreatedYet(t *testing.T) {
 
 func TestStreamRefusesBadOptions(t *testing.T) {
 	t.Parallel()
-	sock := filepath.Join(shortDir(t), "lb.sock")
-	startDaemon(t, sock, bus.Limits{})
-	c := newClient(t, sock)
+	_, c := startDaemonClient(t, bus.Limits{})
 	tests := []struct {
 		name string
 		opts client.StreamOptions
@@ -384,9 +367,7 @@ func TestStreamRecoversFromEvictionWithoutGap(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(string(tr), func(t *testing.T) {
 			t.Parallel()
-			sock := filepath.Join(shortDir(t), "lb.sock")
-			startDaemon(t, sock, bus.Limits{MaxQueued: 16})
-			c := newClient(t, sock)
+			_, c := startDaemonClient(t, bus.Limits{MaxQueued: 16})
 			const n = 300 // 600 KiB: more than socket buffers hold
 			st := evict(t, c, tr, n)
 			events, reserved := collect(t, st, n-1)
@@ -401,9 +382,7 @@ func TestStreamRecoversFromEvictionWithoutGap(t *testing.T) {
 
 func TestStreamReportsGapWhenRingLostEvents(t *testing.T) {
 	t.Parallel()
-	sock := filepath.Join(shortDir(t), "lb.sock")
-	startDaemon(t, sock, bus.Limits{MaxQueued: 16, RingSize: 100})
-	c := newClient(t, sock)
+	_, c := startDaemonClient(t, bus.Limits{MaxQueued: 16, RingSize: 100})
 	const n = 300
 	st := evict(t, c, client.SSE, n)
 	var before, after []client.Frame
@@ -436,9 +415,7 @@ func TestStreamReportsGapWhenRingLostEvents(t *testing.T) {
 
 func TestNextContextEndsTheCallNotTheStream(t *testing.T) {
 	t.Parallel()
-	sock := filepath.Join(shortDir(t), "lb.sock")
-	startDaemon(t, sock, bus.Limits{})
-	c := newClient(t, sock)
+	_, c := startDaemonClient(t, bus.Limits{})
 	publishN(t, c, "s", "t:e", 1)
 	st := openStream(t, c, client.StreamOptions{Session: "s"})
 	next(t, st) // stream:ready
@@ -460,9 +437,7 @@ func TestCancellingStreamLeavesNoGoroutine(t *testing.T) {
 			// Runs last, after the daemon and client cleanups.
 			before := goleak.IgnoreCurrent()
 			t.Cleanup(func() { goleak.VerifyNone(t, before) })
-			sock := filepath.Join(shortDir(t), "lb.sock")
-			startDaemon(t, sock, bus.Limits{})
-			c := newClient(t, sock)
+			_, c := startDaemonClient(t, bus.Limits{})
 			publishN(t, c, "s", "t:e", 1)
 
 			ctx, cancel := context.WithCancel(context.Background())
@@ -495,9 +470,7 @@ func TestCancellingStreamLeavesNoGoroutine(t *testing.T) {
 
 func TestCloseUnblocksNext(t *testing.T) {
 	t.Parallel()
-	sock := filepath.Join(shortDir(t), "lb.sock")
-	startDaemon(t, sock, bus.Limits{})
-	c := newClient(t, sock)
+	_, c := startDaemonClient(t, bus.Limits{})
 	publishN(t, c, "s", "t:e", 1)
 	st := openStream(t, c, client.StreamOptions{Session: "s"})
 	next(t, st)
