@@ -97,6 +97,17 @@ func keysFile(c *cli.Context) (string, error) {
 	return cfg.KeysFile, nil
 }
 
+// loadKeys reads the keys file of a keys command and returns its path
+// with the keys.
+func loadKeys(c *cli.Context) (string, *access.Keyring, error) {
+	path, err := keysFile(c)
+	if err != nil {
+		return "", nil, err
+	}
+	ring, err := access.Load(path)
+	return path, ring, err
+}
+
 // noArgs refuses positional arguments on a command that takes none.
 func noArgs(c *cli.Context) error {
 	if c.NArg() > 0 {
@@ -124,11 +135,7 @@ func keysAdd(c *cli.Context) error {
 			scopes = append(scopes, sc)
 		}
 	}
-	path, err := keysFile(c)
-	if err != nil {
-		return err
-	}
-	ring, err := access.Load(path)
+	path, ring, err := loadKeys(c)
 	if err != nil {
 		return err
 	}
@@ -153,11 +160,7 @@ func keysList(c *cli.Context) error {
 	if err := noArgs(c); err != nil {
 		return err
 	}
-	path, err := keysFile(c)
-	if err != nil {
-		return err
-	}
-	ring, err := access.Load(path)
+	path, ring, err := loadKeys(c)
 	if err != nil {
 		return err
 	}
@@ -187,11 +190,7 @@ func keysRevoke(c *cli.Context) error {
 		return usageError{errors.New("keys revoke takes one argument, the key's NAME")}
 	}
 	name := c.Args().First()
-	path, err := keysFile(c)
-	if err != nil {
-		return err
-	}
-	ring, err := access.Load(path)
+	path, ring, err := loadKeys(c)
 	if err != nil {
 		return err
 	}
