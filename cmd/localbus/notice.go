@@ -29,24 +29,20 @@ func describe(f client.Frame, readies int) string {
 		}
 		return describeGap(d)
 	case bus.TypeSlow:
-		var d bus.SlowData
-		f.DecodeData(&d)
+		d := frameData[bus.SlowData](f)
 		return fmt.Sprintf("warning: falling behind: %d of at most %d events wait at the daemon for this reader", d.Queued, d.MaxQueued)
 	case bus.TypeLagged:
-		var d bus.LaggedData
-		f.DecodeData(&d)
+		d := frameData[bus.LaggedData](f)
 		why := fmt.Sprintf("%d events were waiting unread (the limit is %d)", d.QueueSize, d.MaxQueued)
 		if d.Reason == bus.LagQueueBytesOverflow {
 			why = fmt.Sprintf("%s of events were waiting unread (the limit is %s)", bytesText(d.QueuedBytes), bytesText(d.MaxQueuedBytes))
 		}
 		return "the daemon dropped this stream because it fell behind: " + why + "; reconnecting to catch up"
 	case bus.TypeError:
-		var d bus.ErrorData
-		f.DecodeData(&d)
+		d := frameData[bus.ErrorData](f)
 		return fmt.Sprintf("the daemon refused the stream (%s: %s); retrying", d.Code, d.Message)
 	case bus.TypeClosed:
-		var d bus.ClosedData
-		f.DecodeData(&d)
+		d := frameData[bus.ClosedData](f)
 		switch d.Reason {
 		case string(bus.EndShutdown):
 			return "the daemon is shutting down; reconnecting when it is back"
@@ -58,6 +54,14 @@ func describe(f client.Frame, readies int) string {
 		return fmt.Sprintf("the daemon closed the stream (%s); reconnecting", d.Reason)
 	}
 	return "" // stream:replayed, and frames of newer daemons
+}
+
+// frameData returns the data of f decoded as a T, or the zero T when it
+// does not decode: a description then says what it can without it.
+func frameData[T any](f client.Frame) T {
+	var d T
+	f.DecodeData(&d)
+	return d
 }
 
 // describeGap explains which events a stream:gap says are lost.
