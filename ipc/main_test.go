@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/hub"
 	"github.com/localbus/localbus/ipc/ipctest"
 )
@@ -85,26 +86,6 @@ func seq(from, to uint64) []uint64 {
 	return out
 }
 
-// types returns the types of envs.
-func types(envs []bus.Envelope) []string {
-	out := make([]string, len(envs))
-	for i, e := range envs {
-		out[i] = e.Type
-	}
-	return out
-}
-
-// ids returns the ids of the events among envs, skipping reserved frames.
-func ids(envs []bus.Envelope) []uint64 {
-	var out []uint64
-	for _, e := range envs {
-		if e.ID != 0 {
-			out = append(out, e.ID)
-		}
-	}
-	return out
-}
-
 // expectSSE reads n envelopes and checks their types.
 func expectSSE(tb testing.TB, st *ipctest.SSE, want ...string) []bus.Envelope {
 	tb.Helper()
@@ -112,8 +93,8 @@ func expectSSE(tb testing.TB, st *ipctest.SSE, want ...string) []bus.Envelope {
 	for range want {
 		got = append(got, st.MustNext(tb))
 	}
-	if !slices.Equal(types(got), want) {
-		tb.Fatalf("SSE frames = %v, want %v", types(got), want)
+	if !slices.Equal(bustest.Types(got), want) {
+		tb.Fatalf("SSE frames = %v, want %v", bustest.Types(got), want)
 	}
 	return got
 }

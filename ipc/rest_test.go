@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/ipctest"
 )
@@ -221,7 +222,7 @@ func TestSessionsREST(t *testing.T) {
 		t.Errorf("delete = %d %q, want 204 and no body", r.Status, r.Body)
 	}
 	if envs := readSSEToEnd(t, st); len(envs) != 1 || envs[0].Type != bus.TypeClosed {
-		t.Errorf("stream of the deleted session ended with %v, want stream:closed", types(envs))
+		t.Errorf("stream of the deleted session ended with %v, want stream:closed", bustest.Types(envs))
 	}
 	if r := srv.Do(t, http.MethodGet, "/api/v1/sessions/r5", nil, nil); r.Status != http.StatusNotFound {
 		t.Errorf("show after delete = %d, want 404", r.Status)

@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/hub"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/ipctest"
@@ -24,7 +25,7 @@ import (
 func checkEvicted(tb testing.TB, what string, envs []bus.Envelope) uint64 {
 	tb.Helper()
 	if len(envs) < 2 || envs[0].Type != bus.TypeReady {
-		tb.Fatalf("%s: frames %v, want stream:ready first", what, types(envs))
+		tb.Fatalf("%s: frames %v, want stream:ready first", what, bustest.Types(envs))
 	}
 	last := envs[len(envs)-1]
 	if last.Type != bus.TypeLagged {
@@ -200,7 +201,7 @@ func TestSlowReaderEvictedAndRecovers(t *testing.T) {
 	defer raw.Close()
 	envs, err := raw.End(ctx)
 	if err != nil {
-		t.Fatalf("raw SSE: %v after %v", err, types(envs))
+		t.Fatalf("raw SSE: %v after %v", err, bustest.Types(envs))
 	}
 	sseLast := checkEvicted(t, "SSE", envs)
 	if sseLast >= lastID {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/ipctest"
 )
@@ -224,7 +225,7 @@ func TestResumeAfterReloadLosesNothing(t *testing.T) {
 
 	srv.Hub.EndStreams(bus.EndReload)
 	if rest := readSSEToEnd(t, st); len(rest) != 1 || rest[0].Type != bus.TypeClosed || data[bus.ClosedData](t, rest[0]).Reason != "reload" {
-		t.Fatalf("after reload the stream sent %v, want stream:closed reason reload", types(rest))
+		t.Fatalf("after reload the stream sent %v, want stream:closed reason reload", bustest.Types(rest))
 	}
 	for i := range 3 {
 		srv.Publish(t, "s", ev("a:b", strconv.Itoa(i+6)))
@@ -234,7 +235,7 @@ func TestResumeAfterReloadLosesNothing(t *testing.T) {
 	if rd := data[bus.ReadyData](t, got[0]); rd.Epoch != epoch || rd.LastID != 8 {
 		t.Errorf("stream:ready after reload %s, want the same epoch %s and lastId 8", got[0].Data, epoch)
 	}
-	if ids := ids(got); !slices.Equal(ids, seq(6, 8)) {
+	if ids := bustest.IDs(got); !slices.Equal(ids, seq(6, 8)) {
 		t.Errorf("resumed with %v, want 6 to 8", ids)
 	}
 }
@@ -303,15 +304,15 @@ func TestResumePastTheRingGetsGap(t *testing.T) {
 					envs = append(envs, next())
 				}
 				want := []string{bus.TypeReady, bus.TypeGap, "a:b", "a:b", "a:b", "a:b", "a:b", bus.TypeReplayed}
-				if !slices.Equal(types(envs), want) {
-					t.Fatalf("frames %v, want %v", types(envs), want)
+				if !slices.Equal(bustest.Types(envs), want) {
+					t.Fatalf("frames %v, want %v", bustest.Types(envs), want)
 				}
 				gd := data[bus.GapData](t, envs[1])
 				c, _ := strconv.ParseUint(cursor, 10, 64)
 				if gd.Reason != bus.GapRingEvicted || gd.LastDeliveredID != c || gd.EarliestAvailableID == nil || *gd.EarliestAvailableID != 6 || gd.LastID != 10 {
 					t.Errorf("stream:gap %s, want ring_evicted from %d, earliest 6, lastId 10", envs[1].Data, c)
 				}
-				if got := ids(envs); !slices.Equal(got, seq(6, 10)) {
+				if got := bustest.IDs(envs); !slices.Equal(got, seq(6, 10)) {
 					t.Errorf("replayed %v, want 6 to 10", got)
 				}
 			})

@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/hub"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/ipctest"
@@ -291,7 +292,7 @@ func readSSEToEnd(tb testing.TB, st *ipctest.SSE) []bus.Envelope {
 	tb.Helper()
 	envs, err := st.End(testCtx(tb))
 	if err != nil {
-		tb.Fatalf("SSE read to end: %v (got %v)", err, types(envs))
+		tb.Fatalf("SSE read to end: %v (got %v)", err, bustest.Types(envs))
 	}
 	return envs
 }
@@ -339,13 +340,13 @@ func TestStreamsEndInBand(t *testing.T) {
 				}
 				last := envs[len(envs)-1]
 				if last.Type != bus.TypeClosed || last.ID != 0 {
-					t.Fatalf("%s: last frame %s (frames %v), want stream:closed", what, last.Type, types(envs))
+					t.Fatalf("%s: last frame %s (frames %v), want stream:closed", what, last.Type, bustest.Types(envs))
 				}
 				cd := data[bus.ClosedData](t, last)
 				if cd.Reason != tc.reason || cd.RetryMs < 500 || cd.RetryMs > 1500 {
 					t.Errorf("%s: stream:closed %s, want reason %s and retryMs in [500, 1500]", what, last.Data, tc.reason)
 				}
-				if got := ids(envs); !slices.Equal(got, []uint64{1}) {
+				if got := bustest.IDs(envs); !slices.Equal(got, []uint64{1}) {
 					t.Errorf("%s: events before the end %v, want [1]: queued frames go out first", what, got)
 				}
 			}
@@ -358,11 +359,11 @@ func TestStreamsEndInBand(t *testing.T) {
 			if tc.global {
 				envs, code := readToClose(t, gws)
 				if len(envs) == 0 || envs[len(envs)-1].Type != bus.TypeClosed || code != tc.code {
-					t.Errorf("global WebSocket ended with %v and %d, want stream:closed and %d", types(envs), code, tc.code)
+					t.Errorf("global WebSocket ended with %v and %d, want stream:closed and %d", bustest.Types(envs), code, tc.code)
 				}
 				genvs := readSSEToEnd(t, gst)
 				if len(genvs) == 0 || genvs[len(genvs)-1].Type != bus.TypeClosed {
-					t.Errorf("global SSE ended with %v, want stream:closed", types(genvs))
+					t.Errorf("global SSE ended with %v, want stream:closed", bustest.Types(genvs))
 				}
 			} else {
 				// Deleting a session leaves the global streams open.
@@ -393,13 +394,13 @@ func TestSubscriberLimitInBand(t *testing.T) {
 	}
 	envs := readSSEToEnd(t, second)
 	if len(envs) != 1 || envs[0].Type != bus.TypeError || data[bus.ErrorData](t, envs[0]).Code != "subscriber_limit" {
-		t.Errorf("refused SSE frames %v, want one stream:error subscriber_limit", types(envs))
+		t.Errorf("refused SSE frames %v, want one stream:error subscriber_limit", bustest.Types(envs))
 	}
 
 	c := srv.OpenWS(t, "/api/v1/sessions/s/ws", nil)
 	wenvs, code := readToClose(t, c)
 	if len(wenvs) != 1 || wenvs[0].Type != bus.TypeError || data[bus.ErrorData](t, wenvs[0]).Code != "subscriber_limit" {
-		t.Errorf("refused WebSocket frames %v, want one stream:error subscriber_limit", types(wenvs))
+		t.Errorf("refused WebSocket frames %v, want one stream:error subscriber_limit", bustest.Types(wenvs))
 	}
 	if code != websocket.StatusTryAgainLater {
 		t.Errorf("refused WebSocket close = %d, want 1013", code)
