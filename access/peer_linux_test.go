@@ -78,6 +78,24 @@ func TestPeerCredSocketpair(t *testing.T) {
 	wantSelf(t, p)
 }
 
+// socketpairConn returns one end of a Unix socketpair as a net.Conn; the
+// other end is closed when the test ends.
+func socketpairConn(t *testing.T) net.Conn {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f0, f1 := os.NewFile(uintptr(fds[0]), "a"), os.NewFile(uintptr(fds[1]), "b")
+	t.Cleanup(func() { f1.Close() })
+	c, err := net.FileConn(f0)
+	f0.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // wrapped is a connection wrapper in the style of *tls.Conn.
 type wrapped struct{ net.Conn }
 
@@ -85,17 +103,7 @@ func (w wrapped) NetConn() net.Conn { return w.Conn }
 
 func TestPeerCredUnwrapsNetConn(t *testing.T) {
 	t.Parallel()
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f0, f1 := os.NewFile(uintptr(fds[0]), "a"), os.NewFile(uintptr(fds[1]), "b")
-	defer f1.Close()
-	c, err := net.FileConn(f0)
-	f0.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := socketpairConn(t)
 	defer c.Close()
 	p, err := PeerCred(wrapped{wrapped{c}})
 	if err != nil {
@@ -142,17 +150,7 @@ func TestPeerCredRefusesOtherConns(t *testing.T) {
 
 func TestPeerCredClosedConn(t *testing.T) {
 	t.Parallel()
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f0, f1 := os.NewFile(uintptr(fds[0]), "a"), os.NewFile(uintptr(fds[1]), "b")
-	defer f1.Close()
-	c, err := net.FileConn(f0)
-	f0.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := socketpairConn(t)
 	c.Close()
 	if _, err := PeerCred(c); err == nil {
 		t.Error("PeerCred on a closed connection succeeded")
