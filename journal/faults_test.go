@@ -201,7 +201,11 @@ func onDisk(t testing.TB, j *Journal, session string) (count int, bytes int64) {
 	num := j.names[session]
 	j.mu.Unlock()
 	err := j.db.View(func(tx *bolt.Tx) error {
-		return eventsBucket(tx, num).ForEach(func(k, v []byte) error {
+		b := eventsBucket(tx, num)
+		if b == nil {
+			return nil // never checkpointed
+		}
+		return b.ForEach(func(k, v []byte) error {
 			evs, err := parseChunk(v)
 			if err != nil {
 				return err

@@ -81,9 +81,9 @@ type Journal struct {
 	wal    *wal
 	dir    string
 
-	ckptMu  sync.Mutex    // one checkpoint at a time; taken before mu
-	ckptLSN atomic.Uint64 // log offset where the last checkpoint began
-	arena   []byte        // guarded by ckptMu: the last checkpoint's buffer
+	ckptMu    sync.Mutex    // one checkpoint at a time; taken before mu
+	arena     []byte        // guarded by ckptMu: the last checkpoint's buffer
+	compactAt atomic.Uint64 // the log offset from which an append asks for compact
 	kick    chan struct{}
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -138,6 +138,7 @@ func Open(opts Options) (*Journal, error) {
 		}
 		return nil, err
 	}
+	j.compactAt.Store(uint64(opts.CheckpointBytes))
 	j.wg.Go(j.checkpointLoop)
 	if j.mode == SyncInterval {
 		j.wg.Go(j.syncLoop)
@@ -155,34 +156,35 @@ const (
 )
 
 // log appends the record of frames of bus num and, with SyncAlways, waits
-// until it is durable. It returns the log offset past the record.
-func (j *Journal) log(num uint64, frames []*bus.Frame) (uint64, error) {
+// until it is durable. It returns the log offset past the record and the
+// segment that holds it.
+func (j *Journal) log(num uint64, frames []*bus.Frame) (lsn, seq uint64, err error) {
 	n := recHeaderLen + payloadHeadLen
 	for _, f := range frames {
 		n += 6 + len(f.Type) + len(f.JSON())
 	}
 	bp := recordPool.Get().(*[]byte)
 	rec := appendRecord(slices.Grow((*bp)[:0], n), num, frames)
-	lsn, err := j.wal.append(rec)
+	lsn, seq, err = j.wal.append(rec)
 	if cap(rec) <= maxPooledRecord {
 		*bp = rec[:0]
 		recordPool.Put(bp)
 	}
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if j.mode == SyncAlways {
 		if err := j.wal.syncTo(lsn); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
-	if lsn-j.ckptLSN.Load() >= uint64(j.opts.CheckpointBytes) {
+	if lsn >= j.compactAt.Load() {
 		select {
 		case j.kick <- struct{}{}:
 		default:
 		}
 	}
-	return lsn, nil
+	return lsn, seq, nil
 }
 
 func (j *Journal) syncLoop() {
@@ -205,13 +207,15 @@ func (j *Journal) checkpointLoop() {
 	defer t.Stop()
 	failing := false
 	for {
+		var err error
 		select {
 		case <-j.stop:
 			return
 		case <-t.C:
+			err = j.Checkpoint()
 		case <-j.kick:
+			err = j.compact()
 		}
-		err := j.Checkpoint()
 		switch {
 		case err != nil && !failing:
 			j.logger.Error("journal: checkpoint failed; the log keeps the events meanwhile", "err", err)
@@ -224,20 +228,73 @@ func (j *Journal) checkpointLoop() {
 }
 
 // Checkpoint copies what the log holds into the database, applies
-// retention there and removes the log segments it covered. The journal runs
-// it in the background; tests call it to compact at once.
+// retention there and removes every log segment. The journal runs it in
+// the background every CheckpointInterval; tests call it to compact at once.
 func (j *Journal) Checkpoint() error {
 	j.ckptMu.Lock()
 	defer j.ckptMu.Unlock()
-	if j.wal.end() == j.ckptLSN.Load() && !j.anyEvicted() {
+	if j.wal.end() == j.wal.start() && !j.anyEvicted() {
 		return nil
 	}
-	seq, lsn, err := j.wal.rotate()
+	seq, _, err := j.wal.rotate()
 	if err != nil {
 		return err
 	}
-	j.ckptLSN.Store(lsn)
 	return j.checkpointThrough(seq)
+}
+
+// compact removes the oldest log segments whose events the buses have
+// mostly evicted, copying into the database what they still retain. The
+// log, not the database, then holds what is published and soon evicted:
+// under a steady stream of publishes little is copied. It stops at the
+// first segment whose retained events fill more than a quarter of it,
+// unless the log is over twice CheckpointBytes.
+func (j *Journal) compact() error {
+	j.ckptMu.Lock()
+	defer j.ckptMu.Unlock()
+	live := j.wal.held()
+	end := j.wal.end()
+	retire, found := uint64(0), false
+	var copied uint64 // what retiring the segments so far copies
+	for i, seg := range live[:len(live)-1] {
+		size := live[i+1].lsn - seg.lsn
+		forced := end-live[i+1].lsn > 2*uint64(j.opts.CheckpointBytes)
+		more := j.retainedThrough(seg.seq)
+		if !forced && more-min(copied, more) > size/4 {
+			break
+		}
+		retire, found, copied = seg.seq, true, more
+	}
+	var err error
+	if found {
+		err = j.checkpointThrough(retire)
+	}
+	// Ask again after a new CheckpointBytes of log, or, when the rings
+	// retain more than that, after half a segment.
+	j.compactAt.Store(max(j.wal.start()+uint64(j.opts.CheckpointBytes), end+uint64(j.opts.SegmentBytes)/2))
+	return err
+}
+
+// retainedThrough estimates the bytes of events that log segments up to
+// seq hold, that their buses retain and that the database lacks: what
+// removing those segments would copy.
+func (j *Journal) retainedThrough(seq uint64) uint64 {
+	var total uint64
+	for _, s := range j.storeList() {
+		s.mu.Lock()
+		through := s.ckptID
+		for _, sl := range s.segs {
+			if sl.seq <= seq {
+				through = max(through, sl.last)
+			}
+		}
+		from := max(s.ckptID+1, s.win.earliest())
+		if s.win.n > 0 && through >= from {
+			total += (through - from + 1) * uint64(s.win.disk) / uint64(s.win.n)
+		}
+		s.mu.Unlock()
+	}
+	return total
 }
 
 // anyEvicted reports whether some bus retains less than the database holds.
@@ -268,11 +325,12 @@ type work struct {
 	s        *Store
 	frames   []*bus.Frame
 	earliest uint64 // delete ids below it
-	lastID   uint64
+	through  uint64 // the database holds the bus's events up to this id after the checkpoint
 }
 
-// checkpointThrough writes every bus's new events and retention, then
-// removes segments up to seq. j.ckptMu must be held.
+// checkpointThrough copies into the database every bus's events that log
+// segments up to seq hold and that the bus retains, applies retention
+// there, then removes those segments. j.ckptMu must be held.
 func (j *Journal) checkpointThrough(seq uint64) error {
 	var works []work
 	for _, s := range j.storeList() {
@@ -281,15 +339,22 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 			s.mu.Unlock()
 			continue
 		}
-		w := work{s: s, lastID: s.lastID, earliest: s.win.earliest()}
+		w := work{s: s, through: s.ckptID, earliest: s.win.earliest()}
 		if w.earliest == 0 {
 			w.earliest = s.lastID + 1
 		}
-		for id := max(s.ckptID+1, s.win.first); id <= s.lastID && s.win.n > 0; id++ {
+		for len(s.segs) > 0 && s.segs[0].seq <= seq {
+			w.through = max(w.through, s.segs[0].last)
+			s.segs = s.segs[1:]
+		}
+		for id := max(s.ckptID+1, s.win.first); id <= w.through && s.win.n > 0; id++ {
 			w.frames = append(w.frames, s.win.at(int(id-s.win.first)).f)
 		}
+		unchanged := w.through == s.ckptID && w.earliest == s.dbFirst
 		s.mu.Unlock()
-		works = append(works, w)
+		if !unchanged {
+			works = append(works, w)
+		}
 	}
 	n := 0
 	for _, w := range works {
@@ -331,8 +396,8 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 			if arena, err = trimBelow(b, w.earliest, arena); err != nil {
 				return err
 			}
-			if m.LastID != w.lastID {
-				m.LastID = w.lastID
+			if m.LastID != w.through {
+				m.LastID = w.through
 				if err := putMeta(tx, w.s.num, m); err != nil {
 					return err
 				}
@@ -348,8 +413,8 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 	}
 	for _, w := range works {
 		w.s.mu.Lock()
-		w.s.ckptID = max(w.s.ckptID, w.lastID)
-		w.s.syncedID = max(w.s.syncedID, w.lastID)
+		w.s.ckptID = max(w.s.ckptID, w.through)
+		w.s.syncedID = max(w.s.syncedID, w.through)
 		w.s.dbFirst = w.earliest
 		w.s.mu.Unlock()
 	}
@@ -520,7 +585,7 @@ func (j *Journal) Stats() Stats {
 			st.BytesOnDisk += fi.Size()
 		}
 	}
-	st.LogBytes = int64(j.wal.end() - j.ckptLSN.Load())
+	st.LogBytes = int64(j.wal.end() - j.wal.start())
 	return st
 }
 

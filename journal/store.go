@@ -25,8 +25,15 @@ type Store struct {
 	ckptID   uint64 // last id copied into the database
 	dbFirst  uint64 // oldest id the database holds, as of the last checkpoint
 	lastLSN  uint64 // log offset past this bus's last record
+	segs     []segLast // the log segments holding this bus's records not yet in the database
 	syncedID uint64 // last id known durable
 	deleted  bool
+}
+
+// segLast is a log segment and the last id of a bus it holds.
+type segLast struct {
+	seq  uint64
+	last uint64
 }
 
 // entry is one retained event: its frame (nil until read back from the
@@ -102,9 +109,15 @@ func (s *Store) Append(frames []*bus.Frame) error {
 	if frames[0].ID != s.lastID+1 {
 		return fmt.Errorf("journal: append of id %d after %d", frames[0].ID, s.lastID)
 	}
-	lsn, err := s.j.log(s.num, frames)
+	lsn, seq, err := s.j.log(s.num, frames)
 	if err != nil {
 		return err
+	}
+	last := frames[len(frames)-1].ID
+	if n := len(s.segs); n > 0 && s.segs[n-1].seq == seq {
+		s.segs[n-1].last = last
+	} else {
+		s.segs = append(s.segs, segLast{seq: seq, last: last})
 	}
 	for _, f := range frames {
 		s.win.push(f.ID, entry{f: f, size: uint32(f.Size()), disk: uint32(eventLen(f.Type, len(f.JSON())))})

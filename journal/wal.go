@@ -39,6 +39,7 @@ type wal struct {
 	synced atomic.Uint64
 
 	mu     sync.Mutex // guards the fields below
+	live   []segStart // the segments on disk, oldest first; the last is the current one
 	f      File
 	cap    int64  // current segment's size
 	old    []File // full segments not yet synced and closed
@@ -48,6 +49,12 @@ type wal struct {
 	dirty  bool   // off must be restored by truncating before the next write
 	closed bool
 	failed error // a failed sync: the log can no longer promise durability
+}
+
+// segStart is a segment of the log and the log offset where it starts.
+type segStart struct {
+	seq uint64
+	lsn uint64
 }
 
 func segmentName(seq uint64) string { return fmt.Sprintf("wal-%016x.log", seq) }
@@ -82,6 +89,7 @@ func openWAL(dir string, seq uint64, segSize int64, wrap func(File) File, onSync
 		return nil, err
 	}
 	w.f, w.cap = f, size
+	w.live = []segStart{{seq: seq}}
 	return w, nil
 }
 
@@ -130,30 +138,31 @@ func (w *wal) nextLocked(need int64) error {
 	}
 	w.old = append(w.old, w.f)
 	w.f, w.cap, w.seq, w.off, w.dirty = f, size, w.seq+1, 0, false
+	w.live = append(w.live, segStart{seq: w.seq, lsn: w.lsn})
 	return nil
 }
 
 // append writes p, one or more whole records, at the end of the log and
-// returns the log offset just past it. On error nothing of p remains in the
-// log.
-func (w *wal) append(p []byte) (uint64, error) {
+// returns the log offset just past it and the segment it is in. On error
+// nothing of p remains in the log.
+func (w *wal) append(p []byte) (lsn, seq uint64, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
-		return 0, ErrClosed
+		return 0, 0, ErrClosed
 	}
 	if w.failed != nil {
-		return 0, w.failed
+		return 0, 0, w.failed
 	}
 	if w.dirty {
 		if err := w.f.Truncate(w.off); err != nil {
-			return 0, classify(err)
+			return 0, 0, classify(err)
 		}
 		w.dirty = false
 	}
 	if w.off+int64(len(p)) > w.cap {
 		if err := w.nextLocked(int64(len(p))); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
 	n, err := w.f.WriteAt(p, w.off)
@@ -162,11 +171,26 @@ func (w *wal) append(p []byte) (uint64, error) {
 			// A short write: cut it off now, or before the next write.
 			w.dirty = w.f.Truncate(w.off) != nil
 		}
-		return 0, classify(err)
+		return 0, 0, classify(err)
 	}
 	w.off += int64(n)
 	w.lsn += uint64(n)
-	return w.lsn, nil
+	return w.lsn, w.seq, nil
+}
+
+// held returns the segments on disk, oldest first, with the log offsets
+// where they start; the last is the current one.
+func (w *wal) held() []segStart {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.live)
+}
+
+// start returns the log offset where the oldest segment on disk starts.
+func (w *wal) start() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.live[0].lsn
 }
 
 // end returns the log offset past the last record.
@@ -295,8 +319,14 @@ func (w *wal) close() (uint64, error) {
 	return w.seq, w.f.Close()
 }
 
-// removeThrough deletes the segments numbered up to seq.
+// removeThrough deletes the segments numbered up to seq, never the
+// current one.
 func (w *wal) removeThrough(seq uint64) error {
+	w.mu.Lock()
+	for len(w.live) > 1 && w.live[0].seq <= seq {
+		w.live = w.live[1:]
+	}
+	w.mu.Unlock()
 	seqs, err := segments(w.dir)
 	if err != nil {
 		return err
