@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/localbus/localbus/bus"
 )
@@ -301,7 +302,8 @@ func (h *Hub) announce(typ, id string) {
 }
 
 // Publish appends events to session id as one all-or-nothing batch, then to
-// the global bus with their session and seq. It creates the session first
+// the global bus with their session and seq. It sets the Time of events
+// that have none. It creates the session first
 // when it is missing and AutoCreate is on; otherwise a missing session is
 // ErrNotFound. It returns the session ids assigned.
 func (h *Hub) Publish(id string, events []bus.Event) (first, last uint64, err error) {
@@ -311,6 +313,15 @@ func (h *Hub) Publish(id string, events []bus.Event) (first, last uint64, err er
 	s, err := h.open(id, events)
 	if err != nil {
 		return 0, 0, err
+	}
+	// The session's events and their global copies share their timestamp,
+	// so that the copies differ only in id and seq (a journal stores them
+	// as references, see bus.IsGlobalCopy).
+	now := time.Now()
+	for i := range events {
+		if events[i].Time.IsZero() {
+			events[i].Time = now
+		}
 	}
 	s.publishMu.Lock()
 	defer s.publishMu.Unlock()

@@ -20,6 +20,7 @@ func FuzzReadRecord(f *testing.F) {
 	f.Add(rec[:len(rec)-5])
 	f.Add(append(append([]byte(nil), rec...), rec...))
 	f.Add(make([]byte, 16))
+	f.Add(appendRefsRecord(nil, 0, 9, 3, []refRun{{num: 3, first: 7, n: 2}, {num: 4, first: 1, n: 1}}))
 	chunk, _ := appendChunks(nil, 7, len(frames),
 		func(i int) (string, []byte) { return frames[i].Type, frames[i].JSON() },
 		func(uint64, []byte) error { return nil })
@@ -51,6 +52,12 @@ func FuzzReadRecord(f *testing.F) {
 		}
 		if n < recHeaderLen+payloadHeadLen || n > len(p) {
 			t.Fatalf("readRecord accepted %d bytes of %d", n, len(p))
+		}
+		if r.refs != nil {
+			if got := appendRefsRecord(nil, r.num, r.firstID, r.count, r.refs); !bytes.Equal(got, p[:n]) {
+				t.Errorf("refs record %q re-encodes to %q", p[:n], got)
+			}
+			return
 		}
 		var fs []*bus.Frame
 		for i, ev := range r.events {

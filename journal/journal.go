@@ -84,9 +84,10 @@ type Journal struct {
 	ckptMu    sync.Mutex    // one checkpoint at a time; taken before mu
 	arena     []byte        // guarded by ckptMu: the last checkpoint's buffer
 	compactAt atomic.Uint64 // the log offset from which an append asks for compact
-	kick    chan struct{}
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	retired   atomic.Uint64 // segments up to this one are removed, or being removed: no ref may point into them
+	kick      chan struct{}
+	stop      chan struct{}
+	wg        sync.WaitGroup
 
 	mu      sync.Mutex // guards the fields below; taken before Store.mu
 	closed  bool
@@ -155,16 +156,21 @@ const (
 	maxPooledArena  = 64 << 20
 )
 
-// log appends the record of frames of bus num and, with SyncAlways, waits
-// until it is durable. It returns the log offset past the record and the
+// log appends the record of frames of bus num (as refs, if not nil) and,
+// with SyncAlways, waits until it is durable. It returns the log offset past the record and the
 // segment that holds it.
-func (j *Journal) log(num uint64, frames []*bus.Frame) (lsn, seq uint64, err error) {
-	n := recHeaderLen + payloadHeadLen
-	for _, f := range frames {
-		n += 6 + len(f.Type) + len(f.JSON())
-	}
+func (j *Journal) log(num uint64, frames []*bus.Frame, refs []refRun) (lsn, seq uint64, err error) {
 	bp := recordPool.Get().(*[]byte)
-	rec := appendRecord(slices.Grow((*bp)[:0], n), num, frames)
+	var rec []byte
+	if refs != nil {
+		rec = appendRefsRecord((*bp)[:0], num, frames[0].ID, len(frames), refs)
+	} else {
+		n := recHeaderLen + payloadHeadLen
+		for _, f := range frames {
+			n += 6 + len(f.Type) + len(f.JSON())
+		}
+		rec = appendRecord(slices.Grow((*bp)[:0], n), num, frames)
+	}
 	lsn, seq, err = j.wal.append(rec)
 	if cap(rec) <= maxPooledRecord {
 		*bp = rec[:0]
@@ -346,6 +352,15 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 		for len(s.segs) > 0 && s.segs[0].seq <= seq {
 			w.through = max(w.through, s.segs[0].last)
 			s.segs = s.segs[1:]
+		}
+		s.logFloor = max(s.logFloor, w.through)
+		if s.session == "" {
+			// The global bus's records may refer to session records in
+			// the segments removed: copy all it retains, and let no
+			// later record refer to those segments (see refsFor).
+			w.through = s.lastID
+			s.segs = nil
+			j.retired.Store(max(j.retired.Load(), seq))
 		}
 		for id := max(s.ckptID+1, s.win.first); id <= w.through && s.win.n > 0; id++ {
 			w.frames = append(w.frames, s.win.at(int(id-s.win.first)).f)

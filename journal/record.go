@@ -14,11 +14,17 @@ func checksum(p []byte) uint32 { return crc32.Checksum(p, castagnoli) }
 
 // Log records: an 8-byte header (payload length, CRC-32C of the payload),
 // then the payload: kind (1 byte), bus number (8), first id (8), count (4),
-// and per event: type length (2), type, envelope length (4), envelope.
+// then for kindEvents, per event: type length (2), type, envelope length
+// (4), envelope; for kindRefs, runs of events that copy session events held
+// by earlier records: session bus number (8), first session id (8),
+// count (4). The global bus's records are refs when they can be (see
+// Journal.refsFor), which halves what a publish writes and syncs.
 const (
 	recHeaderLen   = 8
 	payloadHeadLen = 1 + 8 + 8 + 4
+	refRunLen      = 8 + 8 + 4
 	kindEvents     = 1
+	kindRefs       = 2
 	maxRecordLen   = 1 << 30
 )
 
@@ -28,14 +34,44 @@ var errBadRecord = errors.New("journal: bad record")
 // ids, to dst.
 func appendRecord(dst []byte, num uint64, frames []*bus.Frame) []byte {
 	start := len(dst)
-	dst = append(dst, make([]byte, recHeaderLen)...)
-	dst = append(dst, kindEvents)
-	dst = binary.BigEndian.AppendUint64(dst, num)
-	dst = binary.BigEndian.AppendUint64(dst, frames[0].ID)
-	dst = binary.BigEndian.AppendUint32(dst, uint32(len(frames)))
+	dst = appendRecordHead(dst, kindEvents, num, frames[0].ID, len(frames))
 	for _, f := range frames {
 		dst = appendEvent(dst, f.Type, f.JSON())
 	}
+	return sealRecord(dst, start)
+}
+
+// refRun is a run of events that copy the events of a session's bus, ids
+// consecutive from first.
+type refRun struct {
+	num   uint64 // the session's bus
+	first uint64
+	n     uint32
+}
+
+// appendRefsRecord appends the log record of count events of bus num, ids
+// from firstID on, that copy the events runs name.
+func appendRefsRecord(dst []byte, num, firstID uint64, count int, runs []refRun) []byte {
+	start := len(dst)
+	dst = appendRecordHead(dst, kindRefs, num, firstID, count)
+	for _, r := range runs {
+		dst = binary.BigEndian.AppendUint64(dst, r.num)
+		dst = binary.BigEndian.AppendUint64(dst, r.first)
+		dst = binary.BigEndian.AppendUint32(dst, r.n)
+	}
+	return sealRecord(dst, start)
+}
+
+func appendRecordHead(dst []byte, kind byte, num, firstID uint64, count int) []byte {
+	dst = append(dst, make([]byte, recHeaderLen)...)
+	dst = append(dst, kind)
+	dst = binary.BigEndian.AppendUint64(dst, num)
+	dst = binary.BigEndian.AppendUint64(dst, firstID)
+	return binary.BigEndian.AppendUint32(dst, uint32(count))
+}
+
+// sealRecord fills in the header of the record that starts at dst[start:].
+func sealRecord(dst []byte, start int) []byte {
 	payload := dst[start+recHeaderLen:]
 	binary.BigEndian.PutUint32(dst[start:], uint32(len(payload)))
 	binary.BigEndian.PutUint32(dst[start+4:], checksum(payload))
@@ -43,11 +79,13 @@ func appendRecord(dst []byte, num uint64, frames []*bus.Frame) []byte {
 }
 
 // record is a decoded log record. Its events alias the buffer it was read
-// from.
+// from; a refs record has refs instead, until they are resolved.
 type record struct {
 	num     uint64
 	firstID uint64
+	count   int
 	events  []storedEvent
+	refs    []refRun
 }
 
 type storedEvent struct {
@@ -77,27 +115,52 @@ func readRecord(p []byte) (record, int, error) {
 }
 
 // decodePayload decodes a record's payload; with full false only its head
-// (bus, first id, count as len(events) of nil events) is read, for logging
-// what a damaged record held.
+// (bus, first id, count) is read, for logging what a damaged record held.
 func decodePayload(p []byte, full bool) (record, error) {
-	if len(p) < payloadHeadLen || p[0] != kindEvents {
+	if len(p) < payloadHeadLen || (p[0] != kindEvents && p[0] != kindRefs) {
 		return record{}, errBadRecord
 	}
 	r := record{num: binary.BigEndian.Uint64(p[1:]), firstID: binary.BigEndian.Uint64(p[9:])}
 	count := binary.BigEndian.Uint32(p[17:])
+	r.count = int(count)
 	if !full {
-		r.events = make([]storedEvent, min(count, 1<<20))
 		return r, nil
 	}
-	if r.firstID == 0 {
+	if r.firstID == 0 || count == 0 {
 		return record{}, errBadRecord
 	}
-	events, err := decodeEvents(p[payloadHeadLen:], count)
+	var err error
+	if p[0] == kindRefs {
+		r.refs, err = decodeRefs(p[payloadHeadLen:], count)
+	} else {
+		r.events, err = decodeEvents(p[payloadHeadLen:], count)
+	}
 	if err != nil {
 		return record{}, err
 	}
-	r.events = events
 	return r, nil
+}
+
+// decodeRefs decodes the runs of a refs record, which must fill p exactly
+// and add up to count events.
+func decodeRefs(p []byte, count uint32) ([]refRun, error) {
+	if len(p)%refRunLen != 0 {
+		return nil, errBadRecord
+	}
+	runs := make([]refRun, 0, len(p)/refRunLen)
+	var total uint64
+	for ; len(p) > 0; p = p[refRunLen:] {
+		r := refRun{num: binary.BigEndian.Uint64(p), first: binary.BigEndian.Uint64(p[8:]), n: binary.BigEndian.Uint32(p[16:])}
+		if r.first == 0 || r.n == 0 {
+			return nil, errBadRecord
+		}
+		total += uint64(r.n)
+		runs = append(runs, r)
+	}
+	if total != uint64(count) {
+		return nil, errBadRecord
+	}
+	return runs, nil
 }
 
 // decodeEvents decodes count events encoded by appendEvent, which must

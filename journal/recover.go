@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"time"
 
@@ -241,6 +242,7 @@ func (j *Journal) replay(metas map[uint64]*busMeta, reset map[uint64]bool) (next
 		lastID           uint64
 		buf              []byte
 		touched          = map[uint64]bool{}
+		held             = map[uint64][]record{} // every bus's events records so far, for refs
 	)
 	err = j.db.Update(func(tx *bolt.Tx) error {
 		for i, seq := range seqs {
@@ -252,8 +254,17 @@ func (j *Journal) replay(metas map[uint64]*busMeta, reset map[uint64]bool) (next
 			off := 0
 			for off < len(data) && !allZero(data[off:min(off+recHeaderLen, len(data))]) {
 				rec, n, err := readRecord(data[off:])
+				m := metas[rec.num]
+				if err == nil && rec.refs != nil && m != nil && rec.firstID+uint64(rec.count)-1 > m.LastID {
+					// Resolved only if needed: the records it refers to
+					// may be gone once the database holds its events.
+					if rec.events, err = resolveRefs(rec, held); err != nil {
+						// Whole, but it names events the log does not hold.
+						j.logger.Error("journal: a log record refers to events the log does not hold", "err", err)
+					}
+				}
 				if err != nil {
-					torn := i == len(seqs)-1
+					torn := i == len(seqs)-1 && rec.refs == nil
 					corrupt = !torn
 					j.logDropped(metas, seq, off, data[off:], torn, len(seqs)-1-i, lastNum, lastID)
 					if err := os.Truncate(path, int64(off)); err != nil {
@@ -261,14 +272,16 @@ func (j *Journal) replay(metas map[uint64]*busMeta, reset map[uint64]bool) (next
 					}
 					return putMetas(tx, metas, touched)
 				}
-				m := metas[rec.num]
+				if rec.refs == nil {
+					held[rec.num] = append(held[rec.num], rec)
+				}
 				if m != nil {
 					if err := applyRecord(tx, rec, m, &buf, reset); err != nil {
 						return err
 					}
 					touched[rec.num] = true
-					applied += uint64(len(rec.events))
-					lastNum, lastID = rec.num, rec.firstID+uint64(len(rec.events))-1
+					applied += uint64(rec.count)
+					lastNum, lastID = rec.num, rec.firstID+uint64(rec.count)-1
 				}
 				off += n
 			}
@@ -299,12 +312,43 @@ func (j *Journal) replay(metas map[uint64]*busMeta, reset map[uint64]bool) (next
 	return nextSeq, corrupt, nil
 }
 
+// resolveRefs returns the events of a refs record: the global bus's copies
+// of the session events that held, the events records read before it,
+// hold.
+func resolveRefs(rec record, held map[uint64][]record) ([]storedEvent, error) {
+	evs := make([]storedEvent, 0, rec.count)
+	var buf []byte
+	id := rec.firstID
+	for _, r := range rec.refs {
+		recs := held[r.num]
+		for sid := r.first; sid < r.first+uint64(r.n); sid, id = sid+1, id+1 {
+			// The last record that starts at or before sid holds it, if any.
+			k := sort.Search(len(recs), func(i int) bool { return recs[i].firstID > sid }) - 1
+			if k < 0 || sid-recs[k].firstID >= uint64(len(recs[k].events)) {
+				return nil, fmt.Errorf("bus %d: event %d, copied as event %d, is not in the log", r.num, sid, id)
+			}
+			src := recs[k].events[sid-recs[k].firstID]
+			if buf == nil {
+				buf = make([]byte, 0, rec.count*(len(src.env)+16))
+			}
+			start := len(buf)
+			var ok bool
+			if buf, ok = bus.AppendGlobalEnvelope(buf, src.typ, src.env, id); !ok {
+				return nil, fmt.Errorf("bus %d: event %d is not a session's event", r.num, sid)
+			}
+			// buf may move as it grows; what was cut from it stays valid.
+			evs = append(evs, storedEvent{typ: src.typ, env: buf[start:len(buf):len(buf)]})
+		}
+	}
+	return evs, nil
+}
+
 // applyRecord writes a log record's events that the database lacks.
 // A record that does not follow the bus's last id means lost events: the
 // bus's older events are dropped, so what it retains stays contiguous, and
 // it is marked for a new epoch.
 func applyRecord(tx *bolt.Tx, rec record, m *busMeta, arena *[]byte, reset map[uint64]bool) error {
-	last := rec.firstID + uint64(len(rec.events)) - 1
+	last := rec.firstID + uint64(rec.count) - 1
 	if last <= m.LastID {
 		return nil // checkpointed already
 	}
@@ -356,7 +400,7 @@ func (j *Journal) logDropped(metas map[uint64]*busMeta, seq uint64, off int, res
 	if len(rest) >= recHeaderLen+payloadHeadLen {
 		if r, err := decodePayload(rest[recHeaderLen:], false); err == nil {
 			if m := metas[r.num]; m != nil {
-				args = append(args, "droppedSession", sessionName(m), "droppedFirstId", r.firstID, "droppedCount", len(r.events))
+				args = append(args, "droppedSession", sessionName(m), "droppedFirstId", r.firstID, "droppedCount", r.count)
 			}
 		}
 	}

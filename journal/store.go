@@ -22,11 +22,12 @@ type Store struct {
 	lastID   uint64
 	maxLen   int
 	maxBytes int64
-	ckptID   uint64 // last id copied into the database
-	dbFirst  uint64 // oldest id the database holds, as of the last checkpoint
-	lastLSN  uint64 // log offset past this bus's last record
+	ckptID   uint64    // last id copied into the database
+	dbFirst  uint64    // oldest id the database holds, as of the last checkpoint
+	lastLSN  uint64    // log offset past this bus's last record
 	segs     []segLast // the log segments holding this bus's records not yet in the database
-	syncedID uint64 // last id known durable
+	logFloor uint64    // ids up to this one are in segments removed, or being removed, from the log
+	syncedID uint64    // last id known durable
 	deleted  bool
 }
 
@@ -101,6 +102,10 @@ func (s *Store) Append(frames []*bus.Frame) error {
 	if len(frames) == 0 {
 		return nil
 	}
+	var origins []origin
+	if s.session == "" {
+		origins = s.j.originsOf(frames) // before s.mu: it takes Journal.mu
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.deleted {
@@ -109,7 +114,7 @@ func (s *Store) Append(frames []*bus.Frame) error {
 	if frames[0].ID != s.lastID+1 {
 		return fmt.Errorf("journal: append of id %d after %d", frames[0].ID, s.lastID)
 	}
-	lsn, seq, err := s.j.log(s.num, frames)
+	lsn, seq, err := s.j.log(s.num, frames, s.j.refsFor(origins, frames))
 	if err != nil {
 		return err
 	}
