@@ -13,14 +13,24 @@
 // of segment files, wal-NNNNNNNNNNNNNNNN.log, each allocated on disk when
 // it is created and mapped into memory. Appending a batch copies one log
 // record (a length, a CRC-32C and the batch's events) into the current
-// segment, with no system call for small ones; a checkpoint, in the
-// background, copies the records since the last one into the database in
-// one transaction, deletes the events that retention dropped, and removes
-// the log segments it covered. The database holds,
+// segment, with no system call for small ones. The global bus's records
+// refer to the session records they copy instead of repeating the events
+// (refs.go), so a publish writes its events once. The database holds,
 // per bus: its session id, epoch, ring size and last id, and its retained
 // events in chunks of consecutive ids keyed by the first, each chunk
 // carrying a CRC-32C and each event its type and JSON envelope, so a frame
 // is rebuilt with bus.NewFrame and no JSON parsing.
+//
+// # Compaction and checkpoints
+//
+// The log, not the database, holds what is published and soon evicted.
+// Once the log reaches CheckpointBytes, the background removes its oldest
+// segments whose events the buses have mostly evicted, copying into the
+// database (in one transaction) only what they still retain, and deletes
+// there what retention dropped (compact). Every CheckpointInterval, and on
+// Close, a checkpoint copies everything and removes every segment
+// (Checkpoint). Either way the global bus's retained events are all
+// copied, which keeps its references resolvable.
 //
 // # Durability
 //
@@ -47,14 +57,16 @@
 // # Retention and memory
 //
 // A Store keeps the bus's retained window like bus.Ring does (count and
-// bytes) and deletes what it evicts from disk at the next checkpoint, so
-// disk use stays bounded by the ring limits. Events restored at Open are
+// bytes) and deletes what it evicts from the database at the next
+// compaction or checkpoint, so disk use stays bounded by the ring limits
+// plus the log (at most twice CheckpointBytes, and a segment). Events restored at Open are
 // read from disk only when a replay first reaches them, which keeps
 // start-up fast.
 //
 // # Locks
 //
 // Journal.mu is taken before Store.mu, Store.mu before the log's locks
-// (wal.syncMu before wal.mu). The bus calls Store methods with its own
+// (wal.syncMu before wal.mu). The global bus's Store.mu is taken before a
+// session's (refsFor), never the other way. The bus calls Store methods with its own
 // lock held, so the bus lock comes first of all.
 package journal

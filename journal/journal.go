@@ -53,12 +53,13 @@ type Options struct {
 	// is created; default 16 MiB. A batch larger than that gets a segment
 	// of its own size.
 	SegmentBytes int64
-	// CheckpointBytes is how much log starts a checkpoint; default 64 MiB.
-	// Each checkpoint rewrites what the buses retain, so rarer ones cost
-	// less; the log replayed after a crash is up to this long.
+	// CheckpointBytes is how much log starts a compaction; default 64 MiB.
+	// A longer log lets the rings evict more before anything is copied
+	// into the database; the log replayed after a crash is up to twice
+	// this long.
 	CheckpointBytes int64
 	// CheckpointInterval is the longest a log record waits for a
-	// checkpoint; default 5 s.
+	// checkpoint, which copies everything into the database; default 5 s.
 	CheckpointInterval time.Duration
 	// Logger receives recovery reports and background errors; nil means
 	// slog.Default().

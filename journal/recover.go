@@ -240,11 +240,31 @@ func (j *Journal) replay(metas map[uint64]*busMeta, reset map[uint64]bool) (next
 	var (
 		applied, lastNum uint64
 		lastID           uint64
-		buf              []byte
+		arena            []byte
+		pending          int // bytes applied in the open transaction
 		touched          = map[uint64]bool{}
 		held             = map[uint64][]record{} // every bus's events records so far, for refs
 	)
-	err = j.db.Update(func(tx *bolt.Tx) error {
+	// The log is applied in transactions of about replayTxBytes, each with
+	// the settings of the buses it touched: one transaction for a long
+	// log would hold all of it in memory. Applying a record again, after a
+	// crash during recovery, changes nothing.
+	tx, err := j.db.Begin(true)
+	if err != nil {
+		return 0, false, fmt.Errorf("journal: replaying the log: %w", classify(err))
+	}
+	commit := func() error {
+		err := putMetas(tx, metas, touched)
+		if err == nil {
+			err = tx.Commit()
+		} else {
+			tx.Rollback()
+		}
+		tx, pending, arena = nil, 0, nil
+		clear(touched)
+		return err
+	}
+	apply := func() error {
 		for i, seq := range seqs {
 			path := filepath.Join(j.dir, segmentName(seq))
 			data, err := os.ReadFile(path)
@@ -267,21 +287,26 @@ func (j *Journal) replay(metas map[uint64]*busMeta, reset map[uint64]bool) (next
 					torn := i == len(seqs)-1 && rec.refs == nil
 					corrupt = !torn
 					j.logDropped(metas, seq, off, data[off:], torn, len(seqs)-1-i, lastNum, lastID)
-					if err := os.Truncate(path, int64(off)); err != nil {
-						return err
-					}
-					return putMetas(tx, metas, touched)
+					return os.Truncate(path, int64(off))
 				}
 				if rec.refs == nil {
 					held[rec.num] = append(held[rec.num], rec)
 				}
 				if m != nil {
-					if err := applyRecord(tx, rec, m, &buf, reset); err != nil {
+					if err := applyRecord(tx, rec, m, &arena, reset); err != nil {
 						return err
 					}
 					touched[rec.num] = true
 					applied += uint64(rec.count)
 					lastNum, lastID = rec.num, rec.firstID+uint64(rec.count)-1
+					if pending += n; pending >= replayTxBytes {
+						if err := commit(); err != nil {
+							return err
+						}
+						if tx, err = j.db.Begin(true); err != nil {
+							return err
+						}
+					}
 				}
 				off += n
 			}
@@ -290,14 +315,17 @@ func (j *Journal) replay(metas map[uint64]*busMeta, reset map[uint64]bool) (next
 				torn := i == len(seqs)-1
 				corrupt = !torn
 				j.logDropped(metas, seq, off, data[off:], torn, len(seqs)-1-i, lastNum, lastID)
-				if err := os.Truncate(path, int64(off)); err != nil {
-					return err
-				}
-				return putMetas(tx, metas, touched)
+				return os.Truncate(path, int64(off))
 			}
 		}
-		return putMetas(tx, metas, touched)
-	})
+		return nil
+	}
+	err = apply()
+	if err == nil {
+		err = commit()
+	} else if tx != nil {
+		tx.Rollback()
+	}
 	if err != nil {
 		return 0, false, fmt.Errorf("journal: replaying the log: %w", classify(err))
 	}
@@ -343,6 +371,13 @@ func resolveRefs(rec record, held map[uint64][]record) ([]storedEvent, error) {
 	return evs, nil
 }
 
+// replayTxBytes is about how much log one transaction of the replay
+// applies (a variable for tests); arenaBlock is the least it allocates at
+// once for the values.
+var replayTxBytes = 32 << 20
+
+const arenaBlock = 4 << 20
+
 // applyRecord writes a log record's events that the database lacks.
 // A record that does not follow the bus's last id means lost events: the
 // bus's older events are dropped, so what it retains stays contiguous, and
@@ -370,7 +405,14 @@ func applyRecord(tx *bolt.Tx, rec record, m *busMeta, arena *[]byte, reset map[u
 		first = m.LastID + 1
 	}
 	// bbolt keeps values until the commit: the arena's bytes are never
-	// reused (growing it leaves the old array to the values cut from it).
+	// reused. It is cut in blocks, so that it never grows by copying.
+	need := (len(evs)/chunkMaxEvents + 1) * chunkHeadLen
+	for _, ev := range evs {
+		need += eventLen(ev.typ, len(ev.env))
+	}
+	if cap(*arena)-len(*arena) < need+need/8 {
+		*arena = make([]byte, 0, max(need+need/8, arenaBlock))
+	}
 	*arena, err = appendChunks(*arena, first, len(evs),
 		func(i int) (string, []byte) { return evs[i].typ, evs[i].env },
 		func(id uint64, v []byte) error { return b.Put(idKey(id), v) })

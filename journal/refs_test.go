@@ -327,3 +327,32 @@ func publishedFrame(t *testing.T, b *bus.Bus, ev bus.Event) *bus.Frame {
 	t.Fatalf("event %d not replayed", first)
 	return nil
 }
+
+// TestReplayInManyTransactionsRestoresEverything replays a log in
+// transactions of a few records each: sessions and the global bus's
+// references come back whole, as from one transaction.
+func TestReplayInManyTransactionsRestoresEverything(t *testing.T) {
+	defer func(n int) { replayTxBytes = n }(replayTxBytes)
+	replayTxBytes = 4 << 10
+	dir := t.TempDir()
+	h, j, _ := openHub(t, dir, noKicks, 0)
+	for k := range 30 {
+		hubPublish(t, h, fmt.Sprintf("s%d", k%3), events(k*4, 4, 300))
+	}
+	want := globalEnvelopes(t, h)
+	h.Close()
+	j.crash()
+	h2, _, lb := openHub(t, dir, noKicks, 0)
+	if diff := cmp.Diff(want, globalEnvelopes(t, h2)); diff != "" {
+		t.Errorf("global bus after a crash (-want +got):\n%s\nlog:\n%s", diff, lb)
+	}
+	for k := range 3 {
+		s, ok := h2.Session(fmt.Sprintf("s%d", k))
+		if !ok {
+			t.Fatalf("session s%d not restored", k)
+		}
+		if st := s.Bus.Stats(); st.RingLen != 40 {
+			t.Errorf("session s%d: %d events restored, want 40", k, st.RingLen)
+		}
+	}
+}
