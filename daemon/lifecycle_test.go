@@ -625,9 +625,11 @@ func TestShutdownUnderLoadFinishesPublishes(t *testing.T) {
 // listener's backlog when it closed, which the kernel resets. Never
 // accepted, such a request was never processed. (Under socket activation
 // the service manager keeps the socket, and the backlog waits for the next
-// start.)
+// start.) EPIPE is a kept-alive connection that the shutting-down daemon
+// closed, idle, while the next request was being written on it.
 func refused(err error) bool {
-	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNRESET)
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // TestShutdownTimeoutZeroExitsAtOnce sets shutdown_timeout to 0, which
