@@ -101,3 +101,22 @@ func TestBackgroundCompactionBoundsTheLog(t *testing.T) {
 		t.Errorf("after a crash (-want +got):\n%s", diff)
 	}
 }
+
+// TestFullSegmentsAreReleasedWithoutSync: with SyncNever nothing syncs a
+// full segment, so it is closed at once; kept open, a segment that
+// compaction removes would keep its disk space.
+func TestFullSegmentsAreReleasedWithoutSync(t *testing.T) {
+	o := noKicks
+	o.Sync = SyncNever
+	j, _ := open(t, t.TempDir(), o)
+	b := newBus(t, j, "s", 20, 64<<20)
+	for i := range 40 {
+		publish(t, b, events(i*5, 5, 300)...)
+	}
+	j.wal.mu.Lock()
+	open := len(j.wal.old)
+	j.wal.mu.Unlock()
+	if open != 0 {
+		t.Errorf("%d full segments still open", open)
+	}
+}

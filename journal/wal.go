@@ -130,13 +130,20 @@ func (w *wal) create(seq uint64, size int64) (File, error) {
 }
 
 // nextLocked starts the next segment, with room for need bytes at least;
-// the current one waits in w.old to be synced. w.mu must be held.
+// the current one waits in w.old to be synced (or, with noSync, is closed).
+// w.mu must be held.
 func (w *wal) nextLocked(need int64) error {
 	f, size, err := w.createFitting(w.seq+1, need)
 	if err != nil {
 		return err
 	}
-	w.old = append(w.old, w.f)
+	if w.noSync {
+		// Nothing will sync it: release it now, or a segment that
+		// compaction removes would keep its disk space while mapped.
+		w.f.Close()
+	} else {
+		w.old = append(w.old, w.f)
+	}
 	w.f, w.cap, w.seq, w.off, w.dirty = f, size, w.seq+1, 0, false
 	w.live = append(w.live, segStart{seq: w.seq, lsn: w.lsn})
 	return nil
