@@ -158,8 +158,8 @@ const (
 )
 
 // log appends the record of frames of bus num (as refs, if not nil) and,
-// with SyncAlways, waits until it is durable. It returns the log offset past the record and the
-// segment that holds it.
+// with SyncAlways, waits until it is durable. It returns the log offset
+// past the record and the segment that holds it.
 func (j *Journal) log(num uint64, frames []*bus.Frame, refs []refRun) (lsn, seq uint64, err error) {
 	bp := recordPool.Get().(*[]byte)
 	var rec []byte
@@ -350,17 +350,18 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 		if w.earliest == 0 {
 			w.earliest = s.lastID + 1
 		}
-		for len(s.segs) > 0 && s.segs[0].seq <= seq {
-			w.through = max(w.through, s.segs[0].last)
-			s.segs = s.segs[1:]
+		for _, sl := range s.segs {
+			if sl.seq <= seq {
+				w.through = max(w.through, sl.last)
+			}
 		}
+		// No reference may point into the segments being removed, even
+		// if this checkpoint fails (see refsFor).
 		s.logFloor = max(s.logFloor, w.through)
 		if s.session == "" {
 			// The global bus's records may refer to session records in
-			// the segments removed: copy all it retains, and let no
-			// later record refer to those segments (see refsFor).
+			// the segments removed: copy all it retains.
 			w.through = s.lastID
-			s.segs = nil
 			j.retired.Store(max(j.retired.Load(), seq))
 		}
 		for id := max(s.ckptID+1, s.win.first); id <= w.through && s.win.n > 0; id++ {
@@ -432,6 +433,9 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 		w.s.ckptID = max(w.s.ckptID, w.through)
 		w.s.syncedID = max(w.s.syncedID, w.through)
 		w.s.dbFirst = w.earliest
+		for len(w.s.segs) > 0 && w.s.segs[0].last <= w.through {
+			w.s.segs = w.s.segs[1:] // in the database now
+		}
 		w.s.mu.Unlock()
 	}
 	return j.wal.removeThrough(seq)
