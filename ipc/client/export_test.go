@@ -17,3 +17,18 @@ func (c *Client) PublishStreamKeepalive(ctx context.Context, session string, r i
 func (c *Client) PublishStreamMaxLine(ctx context.Context, session string, r io.Reader, maxLine int) (StreamReply, error) {
 	return c.publishStream(ctx, session, r, streamLimits{keepalive: streamKeepalive, maxLine: maxLine})
 }
+
+// PublishStreamSlowFeeder is PublishStream with a feeder that, once it has
+// handed a chunk to the request's body, waits until the request is over
+// (at most 10 s) before it looks whether the chunk was taken, for tests.
+func (c *Client) PublishStreamSlowFeeder(ctx context.Context, session string, r io.Reader) (StreamReply, error) {
+	return c.publishStream(ctx, session, r, streamLimits{
+		keepalive: streamKeepalive, maxLine: maxStreamLine,
+		handedOver: func(done <-chan struct{}) {
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+			}
+		},
+	})
+}

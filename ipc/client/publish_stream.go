@@ -105,6 +105,10 @@ func (c *Client) PublishStream(ctx context.Context, session string, r io.Reader)
 type streamLimits struct {
 	keepalive time.Duration // quiet input before a blank line
 	maxLine   int           // the longest line sent
+	// handedOver, if set, runs when a chunk has been handed to the body,
+	// before the feeder waits for the transport to take it: tests delay
+	// the feeder there.
+	handedOver func(done <-chan struct{})
 }
 
 // publishStream is PublishStream under lim.
@@ -142,7 +146,7 @@ func (c *Client) publishStream(ctx context.Context, session string, r io.Reader,
 		// the transport, which may be waiting in body.Read.
 		body.Close()
 	}()
-	f := &streamFeed{body: body, done: done, maxLine: lim.maxLine}
+	f := &streamFeed{body: body, done: done, maxLine: lim.maxLine, handedOver: lim.handedOver}
 	ferr := f.run(r)
 	if ferr != errStreamStopped {
 		// Only whole lines were sent: end the body there, and the daemon
@@ -270,11 +274,12 @@ func (b *streamBody) Close() error {
 // lines to the body, counting what it sent so that the daemon's count of
 // published events maps back to a line of the input.
 type streamFeed struct {
-	body    *streamBody
-	done    <-chan struct{} // closed when the request is over
-	maxLine int             // the longest line to send
+	body       *streamBody
+	done       <-chan struct{} // closed when the request is over
+	maxLine    int             // the longest line to send
+	handedOver func(done <-chan struct{})
 
-	lines  int         // lines sent, blank ones included
+	lines  int         // lines handed over, blank ones included
 	events int         // lines sent that are not blank: the daemon's events
 	blanks int         // blank lines sent
 	shifts []lineShift // where the number of blank lines before an event changes
@@ -310,10 +315,12 @@ func (f *streamFeed) run(r io.Reader) error {
 			end = w // the last line may lack its newline
 		}
 		if end > 0 {
+			// Counted first: the daemon may read the chunk and answer
+			// before send learns that it was taken.
+			f.count(buf[:end])
 			if !f.send(buf[:end]) {
 				return errStreamStopped
 			}
-			f.count(buf[:end])
 			w = copy(buf, buf[end:w])
 			if w == 0 && len(buf) > streamBufSize {
 				buf = make([]byte, streamBufSize) // let a long line's buffer go
@@ -338,6 +345,9 @@ func (f *streamFeed) send(chunk []byte) bool {
 	case <-f.done:
 		return false
 	}
+	if f.handedOver != nil {
+		f.handedOver(f.done)
+	}
 	select {
 	case <-f.body.taken:
 		return true
@@ -346,8 +356,10 @@ func (f *streamFeed) send(chunk []byte) bool {
 	}
 }
 
-// count records the lines of a chunk sent: whole lines, but for the last
-// line of the input.
+// count records the lines of a chunk handed to the body, which may be
+// sent in part or not at all if the request ends meanwhile: whole lines,
+// but for the last line of the input. stopLine maps the daemon's count of
+// published events to these lines.
 func (f *streamFeed) count(chunk []byte) {
 	for len(chunk) > 0 {
 		line := chunk

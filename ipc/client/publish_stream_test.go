@@ -522,3 +522,24 @@ func TestPublishStreamRefusesALineLongerThanAnyDaemonTakes(t *testing.T) {
 		t.Errorf("session lastId = %d, want 1", n)
 	}
 }
+
+// TestPublishStreamCountsAChunkTheDaemonAnswersAtOnce sends the whole
+// input, bad line included, as one chunk, with a feeder that looks whether
+// the chunk was taken only once the daemon has answered: the line must
+// still be the bad one's. (Which of the two the feeder sees first is up to
+// the scheduler: many rounds.)
+func TestPublishStreamCountsAChunkTheDaemonAnswersAtOnce(t *testing.T) {
+	t.Parallel()
+	_, c := streamServer(t, ipc.Options{})
+	input := event("a:b", 1) + "\n\n" + event("a:b", 2) + "\n" + `{"type":"a:b","data":` + "\n" + event("a:b", 4) + "\n"
+	for round := range 50 {
+		_, err := c.PublishStreamSlowFeeder(t.Context(), fmt.Sprintf("s%d", round), strings.NewReader(input))
+		var pe *client.PublishStreamError
+		if !errors.As(err, &pe) {
+			t.Fatalf("round %d: PublishStream error = %v, want a *PublishStreamError", round, err)
+		}
+		if pe.Line != 4 || pe.Published.Count != 2 {
+			t.Fatalf("round %d: stopped at line %d after %d events, want line 4 after 2", round, pe.Line, pe.Published.Count)
+		}
+	}
+}
