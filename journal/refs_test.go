@@ -45,6 +45,26 @@ func globalEnvelopes(t *testing.T, h *hub.Hub) map[uint64]string {
 	return out
 }
 
+// sessionIDs returns the ids each session retains.
+func sessionIDs(t *testing.T, h *hub.Hub) map[string][]uint64 {
+	t.Helper()
+	out := map[string][]uint64{}
+	for _, s := range h.Sessions() {
+		sub, err := s.Bus.Subscribe(t.Context(), bus.SubscribeOptions{Cursor: new(uint64)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames, _ := sub.Take(nil)
+		sub.Close()
+		for _, f := range frames {
+			if !f.Reserved() {
+				out[s.ID] = append(out[s.ID], f.ID)
+			}
+		}
+	}
+	return out
+}
+
 func hubPublish(t *testing.T, h *hub.Hub, session string, evs []bus.Event) {
 	t.Helper()
 	if _, _, err := h.Publish(session, evs); err != nil {
@@ -187,11 +207,15 @@ func referencesSurviveCompaction(t *testing.T) {
 	close(done)
 	wg.Wait()
 	want := globalEnvelopes(t, h)
+	wantSessions := sessionIDs(t, h)
 	h.Close()
 	j.crash()
 	h2, _, lb := openHub(t, dir, o, 30)
 	if diff := cmp.Diff(want, globalEnvelopes(t, h2)); diff != "" {
 		t.Errorf("global bus after a crash (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantSessions, sessionIDs(t, h2)); diff != "" {
+		t.Errorf("sessions after a crash (-want +got):\n%s", diff)
 	}
 	if strings.Contains(lb.String(), "level=ERROR") {
 		t.Errorf("recovery logged errors:\n%s", lb)
