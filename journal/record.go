@@ -166,7 +166,7 @@ func decodeRefs(p []byte, count uint32) ([]refRun, error) {
 // decodeEvents decodes count events encoded by appendEvent, which must
 // fill p exactly. The envelopes alias p.
 func decodeEvents(p []byte, count uint32) ([]storedEvent, error) {
-	if uint64(count) > uint64(len(p)) {
+	if uint64(count)*6 > uint64(len(p)) { // an event takes 6 bytes at least
 		return nil, errBadRecord
 	}
 	events := make([]storedEvent, 0, count)
