@@ -303,9 +303,9 @@ func (h *Hub) announce(typ, id string) {
 
 // Publish appends events to session id as one all-or-nothing batch, then to
 // the global bus with their session and seq. It sets the Time of events
-// that have none. It creates the session first
-// when it is missing and AutoCreate is on; otherwise a missing session is
-// ErrNotFound. It returns the session ids assigned.
+// that have none. It creates the session first when it is missing and
+// AutoCreate is on; otherwise a missing session is ErrNotFound. It returns
+// the session ids assigned.
 func (h *Hub) Publish(id string, events []bus.Event) (first, last uint64, err error) {
 	if err := bus.ValidateSessionID(id); err != nil {
 		return 0, 0, err

@@ -242,7 +242,8 @@ func (s *Store) SetLimits(maxLen int, maxBytes int64) {
 
 // Figures returns what the bus's retained events take in the database's
 // format (they may still be in the log only) and the last id known to be
-// on stable storage. Under load the latter may lag the true figure, never lead it.
+// on stable storage. Under load the latter may lag the true figure, never
+// lead it.
 func (s *Store) Figures() (bytesOnDisk int64, lastSyncedID uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
