@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,17 +23,6 @@ import (
 
 	"github.com/localbus/localbus/internal/lbtest"
 )
-
-// socketActivate returns the path of systemd-socket-activate, or skips the
-// test.
-func socketActivate(t *testing.T) string {
-	t.Helper()
-	path, err := exec.LookPath("systemd-socket-activate")
-	if err != nil {
-		t.Skip("systemd-socket-activate is not in PATH (it ships with systemd); skipping the socket activation tests")
-	}
-	return path
-}
 
 // exe returns the executable that process pid runs.
 func exe(t *testing.T, pid int) string {
@@ -53,7 +41,7 @@ func exe(t *testing.T, pid int) string {
 // sends READY=1 then, reloads without losing the socket, and on SIGTERM
 // exits 0 leaving the socket file to its owner.
 func TestSocketActivationStartsOnFirstConnection(t *testing.T) {
-	activate := socketActivate(t)
+	activate := lbtest.SocketActivate(t)
 	realActivate, err := filepath.EvalSymlinks(activate)
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +145,7 @@ func TestSocketActivationStartsOnFirstConnection(t *testing.T) {
 // socket it cannot serve: it exits 1 with a message that says what is wrong
 // and leaves the socket file alone.
 func TestSocketActivationRefusesWrongSockets(t *testing.T) {
-	activate := socketActivate(t)
+	activate := lbtest.SocketActivate(t)
 	tests := []struct {
 		name    string
 		flags   []string

@@ -274,18 +274,10 @@ func TestKillNineLosesNoAcknowledgedEvent(t *testing.T) {
 // that stay connected. The followers reconnect to the same socket and
 // resume; nothing acknowledged is lost, nothing is repeated, no gap.
 func TestRestartUnderSocketActivationLosesNothing(t *testing.T) {
-	activate := socketActivate(t)
+	lbtest.SocketActivate(t)
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "lb.sock")
-	start := func() *lbtest.Daemon {
-		d := lbtest.Start(t, lbtest.Options{
-			Dir: dir, Socket: sock, NoSocket: true, NoWait: true, Durable: true,
-			Wrapper: []string{activate, "--listen=" + sock, "--fdname=unix"},
-		})
-		d.WaitStderr(t, "Listening on "+sock, patience)
-		d.WaitReady(t) // the first connection starts the daemon
-		return d
-	}
+	start := func() *lbtest.Daemon { return lbtest.StartActivated(t, dir, sock, patience) }
 	d := start()
 	createSession(t, d, "act")
 	epoch := sessionInfo(t, d, "act").Epoch

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -17,21 +16,10 @@ import (
 // id exactly once, with no gap reported.
 func TestEventsFollowsARestartUnderSocketActivationWithoutLoss(t *testing.T) {
 	t.Parallel()
-	activate, err := exec.LookPath("systemd-socket-activate")
-	if err != nil {
-		t.Skip("systemd-socket-activate is not in PATH (it ships with systemd)")
-	}
+	lbtest.SocketActivate(t)
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "lb.sock")
-	start := func() *lbtest.Daemon {
-		d := lbtest.Start(t, lbtest.Options{
-			Dir: dir, Socket: sock, NoSocket: true, NoWait: true, Durable: true,
-			Wrapper: []string{activate, "--listen=" + sock, "--fdname=unix"},
-		})
-		d.WaitStderr(t, "Listening on "+sock, e2eWait)
-		d.WaitReady(t) // the first connection starts the daemon
-		return d
-	}
+	start := func() *lbtest.Daemon { return lbtest.StartActivated(t, dir, sock, e2eWait) }
 	for _, tr := range []string{"sse", "ws"} {
 		t.Run(tr, func(t *testing.T) {
 			d := start()
