@@ -21,7 +21,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/localbus/localbus/internal/lbtest"
+	"github.com/localbus/localbus/daemon/daemontest"
 )
 
 // exe returns the executable that process pid runs.
@@ -41,7 +41,7 @@ func exe(t *testing.T, pid int) string {
 // sends READY=1 then, reloads without losing the socket, and on SIGTERM
 // exits 0 leaving the socket file to its owner.
 func TestSocketActivationStartsOnFirstConnection(t *testing.T) {
-	activate := lbtest.SocketActivate(t)
+	activate := daemontest.SocketActivate(t)
 	realActivate, err := filepath.EvalSymlinks(activate)
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +52,7 @@ func TestSocketActivationStartsOnFirstConnection(t *testing.T) {
 	ns := listenNotify(t)
 
 	for round := 1; round <= 2; round++ {
-		d := lbtest.Start(t, lbtest.Options{
+		d := daemontest.Start(t, daemontest.Options{
 			Dir: dir, Socket: sock, NoSocket: true, NoWait: true,
 			Wrapper: []string{activate, "--listen=" + sock, "--fdname=unix", "--setenv=NOTIFY_SOCKET=" + ns.Path},
 			Args:    []string{"--socket", own},
@@ -71,7 +71,7 @@ func TestSocketActivationStartsOnFirstConnection(t *testing.T) {
 		if status, body := d.Do(t, http.MethodGet, "/healthz", ""); status != http.StatusOK {
 			t.Fatalf("round %d: first request = %d %s, want 200", round, status, body)
 		}
-		if got, want := exe(t, d.Cmd.Process.Pid), lbtest.Binary(t); got != want {
+		if got, want := exe(t, d.Cmd.Process.Pid), daemontest.Binary(t); got != want {
 			t.Errorf("round %d: after the first connection the process runs %s, want the daemon %s", round, got, want)
 		}
 		if n := ns.next(t, "WATCHDOG=1", "STATUS="); n.msg != "READY=1" {
@@ -84,11 +84,11 @@ func TestSocketActivationStartsOnFirstConnection(t *testing.T) {
 		// Events flow, on both transports; a reload keeps the socket.
 		createSession(t, d, "s")
 		zero := uint64(0)
-		fl := []*lbtest.Follower{
-			d.Follow(t, "sse", "/api/v1/sessions/s/events", lbtest.FollowOptions{Since: &zero}),
-			d.Follow(t, "ws", "/api/v1/sessions/s/ws", lbtest.FollowOptions{Since: &zero, Transport: lbtest.WebSocket}),
+		fl := []*daemontest.Follower{
+			d.Follow(t, "sse", "/api/v1/sessions/s/events", daemontest.FollowOptions{Since: &zero}),
+			d.Follow(t, "ws", "/api/v1/sessions/s/ws", daemontest.FollowOptions{Since: &zero, Transport: daemontest.WebSocket}),
 		}
-		waitFor(t, "both followers to open their stream", all(fl, func(f *lbtest.Follower) bool { return f.Streams() >= 1 }))
+		waitFor(t, "both followers to open their stream", all(fl, func(f *daemontest.Follower) bool { return f.Streams() >= 1 }))
 		for i := 1; i <= 3; i++ {
 			if id := publish(t, d, "s", "test:tick", strconv.Itoa(i)); id != uint64(i) {
 				t.Errorf("round %d: publish %d got id %d, want %d (a fresh daemon)", round, i, id, i)
@@ -102,7 +102,7 @@ func TestSocketActivationStartsOnFirstConnection(t *testing.T) {
 			t.Errorf("round %d: notification after RELOADING=1 = %q, want READY=1", round, n.msg)
 		}
 		publish(t, d, "s", "test:tick", "4")
-		waitFor(t, "both followers to get every event", all(fl, func(f *lbtest.Follower) bool { return f.Last() >= 4 }))
+		waitFor(t, "both followers to get every event", all(fl, func(f *daemontest.Follower) bool { return f.Last() >= 4 }))
 		for _, f := range fl {
 			f.Stop()
 			if diff := cmp.Diff(upTo(4), f.IDs()); diff != "" {
@@ -145,7 +145,7 @@ func TestSocketActivationStartsOnFirstConnection(t *testing.T) {
 // socket it cannot serve: it exits 1 with a message that says what is wrong
 // and leaves the socket file alone.
 func TestSocketActivationRefusesWrongSockets(t *testing.T) {
-	activate := lbtest.SocketActivate(t)
+	activate := daemontest.SocketActivate(t)
 	tests := []struct {
 		name    string
 		flags   []string
@@ -160,7 +160,7 @@ func TestSocketActivationRefusesWrongSockets(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			sock := filepath.Join(dir, "lb.sock")
-			d := lbtest.Start(t, lbtest.Options{
+			d := daemontest.Start(t, daemontest.Options{
 				Dir: dir, Socket: sock, NoSocket: true, NoWait: true,
 				Wrapper: append([]string{activate, "--listen=" + sock}, tt.flags...),
 			})
@@ -193,7 +193,7 @@ func TestSocketActivationRefusesWrongSockets(t *testing.T) {
 // LISTEN_FDS meant for another process (LISTEN_PID is not the daemon's), as
 // when a parent leaks them: the daemon creates its own socket and serves.
 func TestActivationVariablesForAnotherProcessAreIgnored(t *testing.T) {
-	d := lbtest.Start(t, lbtest.Options{Env: []string{
+	d := daemontest.Start(t, daemontest.Options{Env: []string{
 		"LISTEN_PID=" + strconv.Itoa(os.Getpid()), "LISTEN_FDS=1", "LISTEN_FDNAMES=unix",
 	}})
 	if strings.Contains(d.Stderr(), "activated") {

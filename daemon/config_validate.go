@@ -9,7 +9,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/localbus/localbus/access"
+	"github.com/localbus/localbus/ipc/access"
 )
 
 // Limits that Validate enforces.

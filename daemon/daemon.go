@@ -16,11 +16,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/localbus/localbus/access"
 	"github.com/localbus/localbus/bus"
-	"github.com/localbus/localbus/hub"
+	"github.com/localbus/localbus/bus/hub"
+	"github.com/localbus/localbus/daemon/journal"
 	"github.com/localbus/localbus/ipc"
-	"github.com/localbus/localbus/journal"
+	"github.com/localbus/localbus/ipc/access"
 	"github.com/localbus/localbus/systemd"
 )
 

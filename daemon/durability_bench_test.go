@@ -1,6 +1,6 @@
 package daemon_test
 
-// Benchmarks of the durability targets (docs/durability.md) against the
+// Benchmarks of the durability targets (daemon/journal/durability.md) against the
 // built daemon, without the race detector:
 //
 //	go test -run '^$' -bench DaemonBatchPublish -benchtime 300x -count 3 ./daemon
@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/localbus/localbus/internal/lbtest"
+	"github.com/localbus/localbus/daemon/daemontest"
 )
 
 // benchBinary builds the daemon without -race in a directory removed when
@@ -56,7 +56,7 @@ func startBench(b *testing.B, bin, dir string, args ...string) (*benchDaemon, ti
 		os.WriteFile(conf, nil, 0o600)
 	}
 	args = append([]string{"serve", "--socket", sock, "--config", conf, "--state-dir", filepath.Join(dir, "state"), "--log-level", "warn"}, args...)
-	d := &benchDaemon{cmd: exec.Command(bin, args...), socket: sock, client: lbtest.UnixClient(sock), done: make(chan struct{})}
+	d := &benchDaemon{cmd: exec.Command(bin, args...), socket: sock, client: daemontest.UnixClient(sock), done: make(chan struct{})}
 	d.cmd.Stderr = os.Stderr
 	start := time.Now()
 	if err := d.cmd.Start(); err != nil {

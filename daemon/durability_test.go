@@ -25,8 +25,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/localbus/localbus/bus"
-	"github.com/localbus/localbus/internal/lbtest"
-	"github.com/localbus/localbus/journal"
+	"github.com/localbus/localbus/daemon/daemontest"
+	"github.com/localbus/localbus/daemon/journal"
 )
 
 // acked is what one batch publisher was told: for each acknowledged id of
@@ -42,7 +42,7 @@ type acked struct {
 // publishBatches publishes batches of 1 to 5 events to session, one request
 // at a time, until stopped; failed requests (the daemon is down) are
 // retried with the next batch.
-func publishBatches(t testing.TB, d *lbtest.Daemon, session string) *acked {
+func publishBatches(t testing.TB, d *daemontest.Daemon, session string) *acked {
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &acked{cancel: cancel, done: make(chan struct{}), ids: map[uint64]int{}}
 	go func() {
@@ -105,7 +105,7 @@ func (a *acked) max() uint64 {
 
 // replay reads session's ring from since with ?since=, up to
 // stream:replayed; a stream:gap fails the test.
-func replay(t testing.TB, d *lbtest.Daemon, session string, since uint64) []bus.Envelope {
+func replay(t testing.TB, d *daemontest.Daemon, session string, since uint64) []bus.Envelope {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
@@ -145,7 +145,7 @@ func replay(t testing.TB, d *lbtest.Daemon, session string, since uint64) []bus.
 }
 
 // sessionInfo returns GET /api/v1/sessions/{id}.
-func sessionInfo(t testing.TB, d *lbtest.Daemon, session string) (info struct {
+func sessionInfo(t testing.TB, d *daemontest.Daemon, session string) (info struct {
 	Epoch      string `json:"epoch"`
 	LastID     uint64 `json:"lastId"`
 	Durability *struct {
@@ -167,7 +167,7 @@ func sessionInfo(t testing.TB, d *lbtest.Daemon, session string) (info struct {
 // checkStored checks that session holds ids 1 to lastId in order, that
 // every acknowledged event is among them with the data it was published
 // with, and returns lastId.
-func checkStored(t testing.TB, d *lbtest.Daemon, session string, a *acked) uint64 {
+func checkStored(t testing.TB, d *daemontest.Daemon, session string, a *acked) uint64 {
 	t.Helper()
 	envs := replay(t, d, session, 0)
 	var ids []uint64
@@ -199,9 +199,9 @@ func checkStored(t testing.TB, d *lbtest.Daemon, session string, a *acked) uint6
 // checkFollowers waits until every follower has reached last and checks it
 // got every id once, in order, with no gap: a broken connection while the
 // daemon was down is the only problem allowed.
-func checkFollowers(t testing.TB, fl []*lbtest.Follower, last uint64) {
+func checkFollowers(t testing.TB, fl []*daemontest.Follower, last uint64) {
 	t.Helper()
-	waitFor(t, "every follower to catch up", all(fl, func(f *lbtest.Follower) bool { return f.Last() >= last }))
+	waitFor(t, "every follower to catch up", all(fl, func(f *daemontest.Follower) bool { return f.Last() >= last }))
 	for _, f := range fl {
 		f.Stop()
 		if diff := cmp.Diff(upTo(last), f.IDs()[:min(len(f.IDs()), int(last))]); diff != "" {
@@ -222,16 +222,16 @@ func checkFollowers(t testing.TB, fl []*lbtest.Follower, last uint64) {
 // followers, resuming with their last id, get everything with no gap.
 func TestKillNineLosesNoAcknowledgedEvent(t *testing.T) {
 	dir := t.TempDir()
-	opts := lbtest.Options{Dir: dir, Durable: true, Args: []string{"--fsync", "always"}}
-	d := lbtest.Start(t, opts)
+	opts := daemontest.Options{Dir: dir, Durable: true, Args: []string{"--fsync", "always"}}
+	d := daemontest.Start(t, opts)
 	sessions := []string{"k1", "k2", "k3"}
 	epochs := map[string]string{}
 	var pubs []*acked
-	var fl []*lbtest.Follower
+	var fl []*daemontest.Follower
 	for _, s := range sessions {
 		createSession(t, d, s)
 		epochs[s] = sessionInfo(t, d, s).Epoch
-		fl = append(fl, followers(t, d, s, lbtest.FollowOptions{})...)
+		fl = append(fl, followers(t, d, s, daemontest.FollowOptions{})...)
 	}
 	for _, s := range sessions {
 		pubs = append(pubs, publishBatches(t, d, s))
@@ -249,7 +249,7 @@ func TestKillNineLosesNoAcknowledgedEvent(t *testing.T) {
 		p.stop()
 	}
 
-	d2 := lbtest.Start(t, opts)
+	d2 := daemontest.Start(t, opts)
 	if strings.Contains(d2.Stderr(), "new epoch") && !strings.Contains(d2.Stderr(), "newEpochs=false") {
 		t.Errorf("restart gave new epochs:\n%s", d2.Stderr())
 	}
@@ -274,18 +274,18 @@ func TestKillNineLosesNoAcknowledgedEvent(t *testing.T) {
 // that stay connected. The followers reconnect to the same socket and
 // resume; nothing acknowledged is lost, nothing is repeated, no gap.
 func TestRestartUnderSocketActivationLosesNothing(t *testing.T) {
-	lbtest.SocketActivate(t)
+	daemontest.SocketActivate(t)
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "lb.sock")
-	start := func() *lbtest.Daemon { return lbtest.StartActivated(t, dir, sock, patience) }
+	start := func() *daemontest.Daemon { return daemontest.StartActivated(t, dir, sock, patience) }
 	d := start()
 	createSession(t, d, "act")
 	epoch := sessionInfo(t, d, "act").Epoch
-	fl := followers(t, d, "act", lbtest.FollowOptions{})
+	fl := followers(t, d, "act", daemontest.FollowOptions{})
 	pub := publishBatches(t, d, "act")
-	for round, stop := range []func(*lbtest.Daemon){
-		func(d *lbtest.Daemon) { d.Signal(t, syscall.SIGTERM); d.Wait(t, patience) },
-		func(d *lbtest.Daemon) { d.Kill(t) },
+	for round, stop := range []func(*daemontest.Daemon){
+		func(d *daemontest.Daemon) { d.Signal(t, syscall.SIGTERM); d.Wait(t, patience) },
+		func(d *daemontest.Daemon) { d.Kill(t) },
 	} {
 		target := pub.count() + 200
 		waitFor(t, "200 more events acknowledged", func() bool { return pub.count() >= target })
@@ -308,7 +308,7 @@ func TestRestartUnderSocketActivationLosesNothing(t *testing.T) {
 func TestRetentionKeepsDiskWithinTheRing(t *testing.T) {
 	dir := t.TempDir()
 	const ringSize, ringBytes = 100, 30_000
-	d := lbtest.Start(t, lbtest.Options{Dir: dir, Durable: true, Args: []string{
+	d := daemontest.Start(t, daemontest.Options{Dir: dir, Durable: true, Args: []string{
 		"--ring-size", strconv.Itoa(ringSize), "--ring-max-bytes", strconv.Itoa(ringBytes),
 	}})
 	pad := strings.Repeat("x", 200)
@@ -375,8 +375,8 @@ func TestDiskFullAnswers507AndKeepsServingReads(t *testing.T) {
 	if err := os.WriteFile(ballast, make([]byte, 4<<20), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	opts := lbtest.Options{Dir: dir, Durable: true, Args: []string{"--ring-size", "1000"}}
-	d := lbtest.Start(t, opts)
+	opts := daemontest.Options{Dir: dir, Durable: true, Args: []string{"--ring-size", "1000"}}
+	d := daemontest.Start(t, opts)
 
 	body := func(k int) string {
 		var evs []string
@@ -405,7 +405,7 @@ func TestDiskFullAnswers507AndKeepsServingReads(t *testing.T) {
 	if refused == nil {
 		t.Fatalf("the disk never filled; last id %d", last)
 	}
-	if e := lbtest.DecodeError(t, refused); e.Error.Code != "disk_full" {
+	if e := daemontest.DecodeError(t, refused); e.Error.Code != "disk_full" {
 		t.Errorf("507 error code = %q, want disk_full", e.Error.Code)
 	}
 
@@ -426,7 +426,7 @@ func TestDiskFullAnswers507AndKeepsServingReads(t *testing.T) {
 		t.Errorf("first id once there is room = %d, want %d", id, last+1)
 	}
 	d.Stop(t)
-	d2 := lbtest.Start(t, opts)
+	d2 := daemontest.Start(t, opts)
 	if info := sessionInfo(t, d2, "full"); info.LastID != last+1 {
 		t.Errorf("lastId after a restart = %d, want %d", info.LastID, last+1)
 	}

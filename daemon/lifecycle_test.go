@@ -26,7 +26,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/localbus/localbus/internal/lbtest"
+	"github.com/localbus/localbus/daemon/daemontest"
 )
 
 // patience bounds every wait on the daemon, which is built with -race and
@@ -48,13 +48,13 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 
 // waitExit waits for the daemon to exit and returns its exit code and how
 // long it took from since.
-func waitExit(t testing.TB, d *lbtest.Daemon, since time.Time) (int, time.Duration) {
+func waitExit(t testing.TB, d *daemontest.Daemon, since time.Time) (int, time.Duration) {
 	t.Helper()
 	d.Wait(t, patience)
 	return d.ExitCode(), time.Since(since)
 }
 
-func createSession(t testing.TB, d *lbtest.Daemon, id string) {
+func createSession(t testing.TB, d *daemontest.Daemon, id string) {
 	t.Helper()
 	if status, body := d.Do(t, http.MethodPost, "/api/v1/sessions", `{"id":"`+id+`"}`); status != http.StatusCreated {
 		t.Fatalf("POST /api/v1/sessions %s = %d %s, want 201", id, status, body)
@@ -63,7 +63,7 @@ func createSession(t testing.TB, d *lbtest.Daemon, id string) {
 
 // publish publishes one event of type typ and data to session and returns
 // its id; any status but 200 fails the test.
-func publish(t testing.TB, d *lbtest.Daemon, session, typ, data string) uint64 {
+func publish(t testing.TB, d *daemontest.Daemon, session, typ, data string) uint64 {
 	t.Helper()
 	status, body := d.Do(t, http.MethodPost, "/api/v1/sessions/"+session+"/events", `{"type":"`+typ+`","data":`+data+`}`)
 	if status != http.StatusOK {
@@ -99,7 +99,7 @@ type publisher struct {
 	problems []string
 }
 
-func startPublisher(t testing.TB, d *lbtest.Daemon, session string) *publisher {
+func startPublisher(t testing.TB, d *daemontest.Daemon, session string) *publisher {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &publisher{cancel: cancel, done: make(chan struct{})}
 	go func() {
@@ -152,14 +152,14 @@ func (p *publisher) Problems() []string {
 
 // followers starts two SSE and two WebSocket followers of session from its
 // beginning.
-func followers(t testing.TB, d *lbtest.Daemon, session string, opts lbtest.FollowOptions) []*lbtest.Follower {
+func followers(t testing.TB, d *daemontest.Daemon, session string, opts daemontest.FollowOptions) []*daemontest.Follower {
 	zero := uint64(0)
 	opts.Since = &zero
-	var fl []*lbtest.Follower
-	for _, tr := range []lbtest.Transport{lbtest.SSE, lbtest.SSE, lbtest.WebSocket, lbtest.WebSocket} {
+	var fl []*daemontest.Follower
+	for _, tr := range []daemontest.Transport{daemontest.SSE, daemontest.SSE, daemontest.WebSocket, daemontest.WebSocket} {
 		opts.Transport = tr
 		path := "/api/v1/sessions/" + session + "/events"
-		if tr == lbtest.WebSocket {
+		if tr == daemontest.WebSocket {
 			path = "/api/v1/sessions/" + session + "/ws"
 		}
 		fl = append(fl, d.Follow(t, fmt.Sprintf("%s-%d", tr, len(fl)+1), path, opts))
@@ -167,7 +167,7 @@ func followers(t testing.TB, d *lbtest.Daemon, session string, opts lbtest.Follo
 	return fl
 }
 
-func all(fl []*lbtest.Follower, cond func(*lbtest.Follower) bool) func() bool {
+func all(fl []*daemontest.Follower, cond func(*daemontest.Follower) bool) func() bool {
 	return func() bool {
 		for _, f := range fl {
 			if !cond(f) {
@@ -180,19 +180,19 @@ func all(fl []*lbtest.Follower, cond func(*lbtest.Follower) bool) func() bool {
 
 // wantEnds is what a follower's streams should have ended with: reason in
 // stream:closed, and on WebSocket the close code 1001 after it.
-func wantEnds(f *lbtest.Follower, reason string, n int) []lbtest.End {
+func wantEnds(f *daemontest.Follower, reason string, n int) []daemontest.End {
 	code := websocket.StatusCode(-1)
-	if strings.HasPrefix(f.Name, string(lbtest.WebSocket)) {
+	if strings.HasPrefix(f.Name, string(daemontest.WebSocket)) {
 		code = websocket.StatusGoingAway
 	}
-	var ends []lbtest.End
+	var ends []daemontest.End
 	for range n {
-		ends = append(ends, lbtest.End{Reason: reason, Code: code})
+		ends = append(ends, daemontest.End{Reason: reason, Code: code})
 	}
 	return ends
 }
 
-func checkEnds(t testing.TB, f *lbtest.Follower, reason string, n int) {
+func checkEnds(t testing.TB, f *daemontest.Follower, reason string, n int) {
 	t.Helper()
 	got := f.Ends()
 	if diff := cmp.Diff(wantEnds(f, reason, n), got, cmp.Comparer(func(a, b error) bool { return (a == nil) == (b == nil) })); diff != "" {
@@ -202,7 +202,7 @@ func checkEnds(t testing.TB, f *lbtest.Follower, reason string, n int) {
 
 // waitDone waits for a follower that has FollowOptions.Once to see its
 // stream end.
-func waitDone(t testing.TB, f *lbtest.Follower) {
+func waitDone(t testing.TB, f *daemontest.Follower) {
 	t.Helper()
 	select {
 	case <-f.Done():
@@ -214,15 +214,15 @@ func waitDone(t testing.TB, f *lbtest.Follower) {
 // reloadBy are the ways to ask for a reload (SPEC §8).
 var reloadBy = []struct {
 	name    string
-	trigger func(t *testing.T, d *lbtest.Daemon)
+	trigger func(t *testing.T, d *daemontest.Daemon)
 }{
-	{"SIGHUP", func(t *testing.T, d *lbtest.Daemon) {
+	{"SIGHUP", func(t *testing.T, d *daemontest.Daemon) {
 		// The log says when the reload is over; SIGHUP has no answer.
 		reloads := strings.Count(d.Stderr(), "msg=reloaded")
 		d.Signal(t, syscall.SIGHUP)
 		waitFor(t, "the daemon to log the reload", func() bool { return strings.Count(d.Stderr(), "msg=reloaded") > reloads })
 	}},
-	{"POST /api/v1/reload", func(t *testing.T, d *lbtest.Daemon) {
+	{"POST /api/v1/reload", func(t *testing.T, d *daemontest.Daemon) {
 		if status, body := d.Do(t, http.MethodPost, "/api/v1/reload", ""); status != http.StatusOK {
 			t.Fatalf("POST /api/v1/reload = %d %s, want 200", status, body)
 		}
@@ -236,25 +236,25 @@ var reloadBy = []struct {
 func TestReloadUnderLoadLosesAndRepeatsNothing(t *testing.T) {
 	for _, by := range reloadBy {
 		t.Run(by.name, func(t *testing.T) {
-			d := lbtest.Start(t, lbtest.Options{})
+			d := daemontest.Start(t, daemontest.Options{})
 			createSession(t, d, "load")
-			fl := followers(t, d, "load", lbtest.FollowOptions{})
-			waitFor(t, "every follower to open its stream", all(fl, func(f *lbtest.Follower) bool { return f.Streams() >= 1 }))
+			fl := followers(t, d, "load", daemontest.FollowOptions{})
+			waitFor(t, "every follower to open its stream", all(fl, func(f *daemontest.Follower) bool { return f.Streams() >= 1 }))
 			p := startPublisher(t, d, "load")
 
 			const reloads = 2
 			for round := 1; round <= reloads; round++ {
 				target := p.Last() + 50
-				waitFor(t, fmt.Sprintf("followers to get id %d", target), all(fl, func(f *lbtest.Follower) bool { return f.Last() >= target }))
+				waitFor(t, fmt.Sprintf("followers to get id %d", target), all(fl, func(f *daemontest.Follower) bool { return f.Last() >= target }))
 				by.trigger(t, d)
 				waitFor(t, fmt.Sprintf("reload %d to end every stream and the followers to resume", round),
-					all(fl, func(f *lbtest.Follower) bool { return len(f.Ends()) >= round && f.Streams() > round }))
+					all(fl, func(f *daemontest.Follower) bool { return len(f.Ends()) >= round && f.Streams() > round }))
 			}
 			target := p.Last() + 50
-			waitFor(t, fmt.Sprintf("followers to get id %d after the reloads", target), all(fl, func(f *lbtest.Follower) bool { return f.Last() >= target }))
+			waitFor(t, fmt.Sprintf("followers to get id %d after the reloads", target), all(fl, func(f *daemontest.Follower) bool { return f.Last() >= target }))
 			p.stop()
 			last := p.Last()
-			waitFor(t, fmt.Sprintf("followers to get the last id %d", last), all(fl, func(f *lbtest.Follower) bool { return f.Last() >= last }))
+			waitFor(t, fmt.Sprintf("followers to get the last id %d", last), all(fl, func(f *daemontest.Follower) bool { return f.Last() >= last }))
 
 			if probs := p.Problems(); len(probs) > 0 {
 				t.Errorf("publisher: %s", strings.Join(probs, "; "))
@@ -278,10 +278,10 @@ func TestReloadUnderLoadLosesAndRepeatsNothing(t *testing.T) {
 // 400 naming the key, SIGHUP logs it, and the running daemon goes on with
 // its streams open and publishes accepted.
 func TestReloadRefusesInvalidConfigAndKeepsServing(t *testing.T) {
-	d := lbtest.Start(t, lbtest.Options{})
+	d := daemontest.Start(t, daemontest.Options{})
 	createSession(t, d, "s")
-	fl := followers(t, d, "s", lbtest.FollowOptions{Once: true})
-	waitFor(t, "every follower to open its stream", all(fl, func(f *lbtest.Follower) bool { return f.Streams() >= 1 }))
+	fl := followers(t, d, "s", daemontest.FollowOptions{Once: true})
+	waitFor(t, "every follower to open its stream", all(fl, func(f *daemontest.Follower) bool { return f.Streams() >= 1 }))
 
 	tests := []struct {
 		name   string
@@ -303,11 +303,11 @@ func TestReloadRefusesInvalidConfigAndKeepsServing(t *testing.T) {
 			if status != http.StatusBadRequest {
 				t.Fatalf("POST /api/v1/reload with %q = %d %s, want 400", tt.config, status, body)
 			}
-			if e := lbtest.DecodeError(t, body); !strings.Contains(e.Error.Message, tt.want) {
+			if e := daemontest.DecodeError(t, body); !strings.Contains(e.Error.Message, tt.want) {
 				t.Errorf("POST /api/v1/reload with %q: error %q does not name %q", tt.config, e.Error.Message, tt.want)
 			}
 			id := publish(t, d, "s", "test:after-post", `{}`)
-			waitFor(t, fmt.Sprintf("followers to get id %d after a refused POST reload", id), all(fl, func(f *lbtest.Follower) bool { return f.Last() >= id }))
+			waitFor(t, fmt.Sprintf("followers to get id %d after a refused POST reload", id), all(fl, func(f *daemontest.Follower) bool { return f.Last() >= id }))
 
 			refusals := strings.Count(d.Stderr(), "reload refused")
 			d.Signal(t, syscall.SIGHUP)
@@ -316,7 +316,7 @@ func TestReloadRefusesInvalidConfigAndKeepsServing(t *testing.T) {
 				t.Errorf("SIGHUP with %q logged %q, which does not name %q", tt.config, line, tt.want)
 			}
 			id = publish(t, d, "s", "test:after-hup", `{}`)
-			waitFor(t, fmt.Sprintf("followers to get id %d after a refused SIGHUP", id), all(fl, func(f *lbtest.Follower) bool { return f.Last() >= id }))
+			waitFor(t, fmt.Sprintf("followers to get id %d after a refused SIGHUP", id), all(fl, func(f *daemontest.Follower) bool { return f.Last() >= id }))
 		})
 	}
 	for _, f := range fl {
@@ -348,7 +348,7 @@ func lastLine(log, s string) string {
 func TestReloadAppliesNewLimits(t *testing.T) {
 	for _, by := range reloadBy {
 		t.Run(by.name, func(t *testing.T) {
-			d := lbtest.Start(t, lbtest.Options{})
+			d := daemontest.Start(t, daemontest.Options{})
 			createSession(t, d, "s")
 			big := `"` + strings.Repeat("x", 2000) + `"`
 			publish(t, d, "s", "test:big", big)
@@ -376,7 +376,7 @@ func TestReloadAppliesNewLimits(t *testing.T) {
 			}
 
 			zero := uint64(0)
-			global := d.Follow(t, "global", "/api/v1/events", lbtest.FollowOptions{Since: &zero})
+			global := d.Follow(t, "global", "/api/v1/events", daemontest.FollowOptions{Since: &zero})
 			waitFor(t, "localbus:reloaded on the global bus", func() bool { return slices.Contains(global.Types(), "localbus:reloaded") })
 			global.Stop()
 			if probs := global.Problems(); len(probs) > 0 {
@@ -402,15 +402,15 @@ func TestShutdownEndsStreamsAndUnlinksSocket(t *testing.T) {
 	for _, by := range shutdownBy {
 		t.Run(by.name, func(t *testing.T) {
 			const timeout = 5 * time.Second
-			d := lbtest.Start(t, lbtest.Options{Args: []string{"--shutdown-timeout", timeout.String()}})
+			d := daemontest.Start(t, daemontest.Options{Args: []string{"--shutdown-timeout", timeout.String()}})
 			createSession(t, d, "s")
-			fl := followers(t, d, "s", lbtest.FollowOptions{Once: true})
+			fl := followers(t, d, "s", daemontest.FollowOptions{Once: true})
 			fl = append(fl,
-				d.Follow(t, "sse-global", "/api/v1/events", lbtest.FollowOptions{Once: true}),
-				d.Follow(t, "ws-global", "/api/v1/events/ws", lbtest.FollowOptions{Once: true, Transport: lbtest.WebSocket}))
-			waitFor(t, "every follower to open its stream", all(fl, func(f *lbtest.Follower) bool { return f.Streams() >= 1 }))
+				d.Follow(t, "sse-global", "/api/v1/events", daemontest.FollowOptions{Once: true}),
+				d.Follow(t, "ws-global", "/api/v1/events/ws", daemontest.FollowOptions{Once: true, Transport: daemontest.WebSocket}))
+			waitFor(t, "every follower to open its stream", all(fl, func(f *daemontest.Follower) bool { return f.Streams() >= 1 }))
 			id := publish(t, d, "s", "test:one", `1`)
-			waitFor(t, "the session followers to get the event", all(fl[:4], func(f *lbtest.Follower) bool { return f.Last() >= id }))
+			waitFor(t, "the session followers to get the event", all(fl[:4], func(f *daemontest.Follower) bool { return f.Last() >= id }))
 
 			start := time.Now()
 			d.Signal(t, by.sig)
@@ -442,10 +442,10 @@ func TestShutdownEndsStreamsAndUnlinksSocket(t *testing.T) {
 func TestShutdownDoesNotWaitForStuckWebSocket(t *testing.T) {
 	// Less than the 5 s the WebSocket library waits for a close handshake.
 	const timeout = 2 * time.Second
-	d := lbtest.Start(t, lbtest.Options{Args: []string{"--shutdown-timeout", timeout.String()}})
+	d := daemontest.Start(t, daemontest.Options{Args: []string{"--shutdown-timeout", timeout.String()}})
 	createSession(t, d, "s")
 	stuck, br := dialRawWS(t, d.Socket, "/api/v1/sessions/s/ws")
-	sse := d.Follow(t, "sse", "/api/v1/sessions/s/events", lbtest.FollowOptions{Once: true})
+	sse := d.Follow(t, "sse", "/api/v1/sessions/s/events", daemontest.FollowOptions{Once: true})
 	waitFor(t, "two subscribers on the session", func() bool { return subscribers(t, d, "s") == 2 })
 
 	start := time.Now()
@@ -492,7 +492,7 @@ func TestShutdownDoesNotWaitForStuckWebSocket(t *testing.T) {
 // write blocks: it still exits 0 soon after shutdown_timeout.
 func TestShutdownDoesNotWaitForStuckSSEReader(t *testing.T) {
 	const timeout = 2 * time.Second
-	d := lbtest.Start(t, lbtest.Options{Args: []string{"--shutdown-timeout", timeout.String()}})
+	d := daemontest.Start(t, daemontest.Options{Args: []string{"--shutdown-timeout", timeout.String()}})
 	createSession(t, d, "s")
 	c, err := net.DialTimeout("unix", d.Socket, patience)
 	if err != nil {
@@ -519,7 +519,7 @@ func TestShutdownDoesNotWaitForStuckSSEReader(t *testing.T) {
 }
 
 // subscribers returns the subscriber count of session.
-func subscribers(t testing.TB, d *lbtest.Daemon, session string) int {
+func subscribers(t testing.TB, d *daemontest.Daemon, session string) int {
 	t.Helper()
 	_, body := d.Do(t, http.MethodGet, "/api/v1/sessions/"+session, "")
 	var s struct {
@@ -534,10 +534,10 @@ func subscribers(t testing.TB, d *lbtest.Daemon, session string) int {
 // whole (no connection, 503), never cut off; acknowledged ids are unique;
 // each follower got an unbroken run of ids, then stream:closed (shutdown).
 func TestShutdownUnderLoadFinishesPublishes(t *testing.T) {
-	d := lbtest.Start(t, lbtest.Options{})
+	d := daemontest.Start(t, daemontest.Options{})
 	createSession(t, d, "s")
-	fl := followers(t, d, "s", lbtest.FollowOptions{Once: true})
-	waitFor(t, "every follower to open its stream", all(fl, func(f *lbtest.Follower) bool { return f.Streams() >= 1 }))
+	fl := followers(t, d, "s", daemontest.FollowOptions{Once: true})
+	waitFor(t, "every follower to open its stream", all(fl, func(f *daemontest.Follower) bool { return f.Streams() >= 1 }))
 
 	type outcome struct {
 		ids []uint64
@@ -639,9 +639,9 @@ func refused(err error) bool {
 // closes everything at once: the daemon exits 0 without waiting for its
 // streams.
 func TestShutdownTimeoutZeroExitsAtOnce(t *testing.T) {
-	d := lbtest.Start(t, lbtest.Options{Args: []string{"--shutdown-timeout", "0s"}})
+	d := daemontest.Start(t, daemontest.Options{Args: []string{"--shutdown-timeout", "0s"}})
 	createSession(t, d, "s")
-	f := d.Follow(t, "sse", "/api/v1/sessions/s/events", lbtest.FollowOptions{Once: true})
+	f := d.Follow(t, "sse", "/api/v1/sessions/s/events", daemontest.FollowOptions{Once: true})
 	waitFor(t, "the follower to open its stream", func() bool { return f.Streams() >= 1 })
 	start := time.Now()
 	d.Signal(t, syscall.SIGTERM)
@@ -730,7 +730,7 @@ func TestStartReplacesStaleSocket(t *testing.T) {
 		t.Fatalf("stale socket not in place: %v %v", fi, err)
 	}
 
-	d := lbtest.Start(t, lbtest.Options{Dir: dir, Socket: sock})
+	d := daemontest.Start(t, daemontest.Options{Dir: dir, Socket: sock})
 	createSession(t, d, "s")
 	if id := publish(t, d, "s", "test:one", `1`); id != 1 {
 		t.Errorf("first publish on the new daemon got id %d, want 1", id)
@@ -749,7 +749,7 @@ func TestStartRefusesLiveSocket(t *testing.T) {
 		first func(t *testing.T, sock string) (check func())
 	}{
 		{"another daemon", func(t *testing.T, sock string) func() {
-			first := lbtest.Start(t, lbtest.Options{Socket: sock})
+			first := daemontest.Start(t, daemontest.Options{Socket: sock})
 			return func() {
 				if status, body := first.Do(t, http.MethodGet, "/healthz", ""); status != http.StatusOK {
 					t.Errorf("first daemon after the refusal: /healthz = %d %s", status, body)
@@ -775,7 +775,7 @@ func TestStartRefusesLiveSocket(t *testing.T) {
 			sock := filepath.Join(t.TempDir(), "lb.sock")
 			check := tt.first(t, sock)
 
-			second := lbtest.Start(t, lbtest.Options{Socket: sock, NoWait: true})
+			second := daemontest.Start(t, daemontest.Options{Socket: sock, NoWait: true})
 			if code, _ := waitExit(t, second, time.Now()); code != 1 {
 				t.Errorf("second daemon exit code = %d, want 1", code)
 			}
@@ -836,7 +836,7 @@ func TestStartRefusesNonSocketFile(t *testing.T) {
 			dir := t.TempDir()
 			sock := filepath.Join(dir, "lb.sock")
 			tt.make(t, sock)
-			d := lbtest.Start(t, lbtest.Options{Dir: dir, Socket: sock, NoWait: true})
+			d := daemontest.Start(t, daemontest.Options{Dir: dir, Socket: sock, NoWait: true})
 			if code, _ := waitExit(t, d, time.Now()); code != 1 {
 				t.Errorf("exit code = %d, want 1", code)
 			}
@@ -874,7 +874,7 @@ func TestStartRefusesInvalidConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			d := lbtest.Start(t, lbtest.Options{Config: tt.config, Args: tt.args, NoWait: true})
+			d := daemontest.Start(t, daemontest.Options{Config: tt.config, Args: tt.args, NoWait: true})
 			if code, _ := waitExit(t, d, time.Now()); code != 1 {
 				t.Errorf("exit code = %d, want 1", code)
 			}

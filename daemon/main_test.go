@@ -6,7 +6,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/localbus/localbus/internal/lbtest"
+	"github.com/localbus/localbus/daemon/daemontest"
 )
 
 func TestMain(m *testing.M) {
@@ -15,7 +15,7 @@ func TestMain(m *testing.M) {
 	os.Unsetenv("LOCALBUS_SOCKET")
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		// The end-to-end tests build the daemon once; remove the binary.
-		lbtest.Cleanup()
+		daemontest.Cleanup()
 		os.Exit(code)
 	}))
 }

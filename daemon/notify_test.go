@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/localbus/localbus/internal/lbtest"
+	"github.com/localbus/localbus/daemon/daemontest"
 )
 
 // A notifySocket is a stand-in for the service manager's notification
@@ -144,7 +144,7 @@ func expectReload(t testing.TB, ns *notifySocket, before int64) {
 // for every reload, refused or not; STOPPING=1 on SIGTERM and nothing after.
 func TestNotifyTellsEveryStateChange(t *testing.T) {
 	ns := listenNotify(t)
-	d := lbtest.Start(t, lbtest.Options{Env: []string{"NOTIFY_SOCKET=" + ns.Path}, NoWait: true})
+	d := daemontest.Start(t, daemontest.Options{Env: []string{"NOTIFY_SOCKET=" + ns.Path}, NoWait: true})
 
 	if n := ns.next(t); n.msg != "READY=1" {
 		t.Fatalf("first notification = %q, want READY=1", n.msg)
@@ -207,7 +207,7 @@ func TestNotifyWatchdog(t *testing.T) {
 			t.Parallel()
 			ns := listenNotify(t)
 			env := append([]string{"NOTIFY_SOCKET=" + ns.Path, "WATCHDOG_USEC=" + strconv.Itoa(usec)}, tt.env...)
-			d := lbtest.Start(t, lbtest.Options{Env: env, Wrapper: tt.wrapper, NoWait: true})
+			d := daemontest.Start(t, daemontest.Options{Env: env, Wrapper: tt.wrapper, NoWait: true})
 			if n := ns.next(t, "WATCHDOG=1"); n.msg != "READY=1" {
 				t.Fatalf("first notification = %q, want READY=1", n.msg)
 			}
@@ -258,10 +258,10 @@ func TestNotifyWatchdog(t *testing.T) {
 // with what the daemon holds, for systemctl status to show.
 func TestNotifyStatusFollowsSessionsAndSubscribers(t *testing.T) {
 	ns := listenNotify(t)
-	d := lbtest.Start(t, lbtest.Options{Env: []string{"NOTIFY_SOCKET=" + ns.Path}})
+	d := daemontest.Start(t, daemontest.Options{Env: []string{"NOTIFY_SOCKET=" + ns.Path}})
 	createSession(t, d, "s")
-	d.Follow(t, "sse", "/api/v1/sessions/s/events", lbtest.FollowOptions{})
-	d.Follow(t, "ws", "/api/v1/sessions/s/ws", lbtest.FollowOptions{Transport: lbtest.WebSocket})
+	d.Follow(t, "sse", "/api/v1/sessions/s/events", daemontest.FollowOptions{})
+	d.Follow(t, "ws", "/api/v1/sessions/s/ws", daemontest.FollowOptions{Transport: daemontest.WebSocket})
 
 	const want = "STATUS=1 sessions, 2 subscribers"
 	deadline := time.Now().Add(patience)
@@ -282,7 +282,7 @@ func TestNotifyStatusFollowsSessionsAndSubscribers(t *testing.T) {
 // daemon says it cannot notify, and serves and stops as usual.
 func TestNotifyFailureIsLoggedNotFatal(t *testing.T) {
 	nowhere := filepath.Join(t.TempDir(), "nobody-listens.sock")
-	d := lbtest.Start(t, lbtest.Options{Env: []string{"NOTIFY_SOCKET=" + nowhere}})
+	d := daemontest.Start(t, daemontest.Options{Env: []string{"NOTIFY_SOCKET=" + nowhere}})
 	d.WaitStderr(t, "cannot notify the service manager", patience)
 	createSession(t, d, "s")
 	publish(t, d, "s", "test:one", "1")

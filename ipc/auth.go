@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/localbus/localbus/access"
+	"github.com/localbus/localbus/ipc/access"
 )
 
 // connInfo is what the router knows of a connection: its transport and, on

@@ -18,9 +18,9 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/localbus/localbus/access"
 	"github.com/localbus/localbus/bus"
-	"github.com/localbus/localbus/hub"
+	"github.com/localbus/localbus/bus/hub"
+	"github.com/localbus/localbus/ipc/access"
 )
 
 // These tests drive Auth and the route table in process: a request's

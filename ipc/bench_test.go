@@ -16,7 +16,7 @@ import (
 	"testing"
 
 	"github.com/localbus/localbus/bus"
-	"github.com/localbus/localbus/hub"
+	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/ipctest"
 )

@@ -7,8 +7,8 @@ import (
 	"net/http"
 
 	"github.com/localbus/localbus/bus"
-	"github.com/localbus/localbus/hub"
-	"github.com/localbus/localbus/journal"
+	"github.com/localbus/localbus/bus/hub"
+	"github.com/localbus/localbus/daemon/journal"
 )
 
 // Error is an HTTP error with the JSON body of SPEC §6:

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/localbus/localbus/hub"
+	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/ipctest"
 )

@@ -11,9 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/localbus/localbus/access"
 	"github.com/localbus/localbus/bus"
-	"github.com/localbus/localbus/hub"
+	"github.com/localbus/localbus/bus/hub"
+	"github.com/localbus/localbus/ipc/access"
 )
 
 // Defaults of the router's options.

@@ -6,7 +6,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/localbus/localbus/journal"
+	"github.com/localbus/localbus/daemon/journal"
 )
 
 func TestAsErrorMapsJournalErrors(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/localbus/localbus/access"
 	"github.com/localbus/localbus/ipc"
+	"github.com/localbus/localbus/ipc/access"
 	"github.com/localbus/localbus/ipc/ipctest"
 )
 

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/localbus/localbus/access"
+	"github.com/localbus/localbus/ipc/access"
 
 	"github.com/localbus/localbus/bus"
 )

@@ -7,7 +7,7 @@ import (
 	"net/http"
 
 	"github.com/localbus/localbus/bus"
-	"github.com/localbus/localbus/hub"
+	"github.com/localbus/localbus/bus/hub"
 )
 
 // SessionInfo is what GET /api/v1/sessions/{id} reports of a session.

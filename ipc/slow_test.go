@@ -14,7 +14,7 @@ import (
 
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/bus/bustest"
-	"github.com/localbus/localbus/hub"
+	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/ipctest"
 )

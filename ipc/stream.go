@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/localbus/localbus/access"
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/ipc/access"
 )
 
 // streamTarget is the bus a stream request reads and the restriction it

@@ -6,7 +6,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/localbus/localbus/internal/lbtest"
+	"github.com/localbus/localbus/daemon/daemontest"
 )
 
 // TestEventsFollowsARestartUnderSocketActivationWithoutLoss restarts a
@@ -16,10 +16,10 @@ import (
 // id exactly once, with no gap reported.
 func TestEventsFollowsARestartUnderSocketActivationWithoutLoss(t *testing.T) {
 	t.Parallel()
-	lbtest.SocketActivate(t)
+	daemontest.SocketActivate(t)
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "lb.sock")
-	start := func() *lbtest.Daemon { return lbtest.StartActivated(t, dir, sock, e2eWait) }
+	start := func() *daemontest.Daemon { return daemontest.StartActivated(t, dir, sock, e2eWait) }
 	for _, tr := range []string{"sse", "ws"} {
 		t.Run(tr, func(t *testing.T) {
 			d := start()

@@ -12,7 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/localbus/localbus/bench"
+	"github.com/localbus/localbus/cmd/localbus/bench"
 	"github.com/localbus/localbus/ipc/client"
 )
 

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/localbus/localbus/bench"
-	"github.com/localbus/localbus/bench/benchtest"
+	"github.com/localbus/localbus/cmd/localbus/bench"
+	"github.com/localbus/localbus/cmd/localbus/bench/benchtest"
 	"github.com/localbus/localbus/ipc"
 )
 

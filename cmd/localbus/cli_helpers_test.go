@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/localbus/localbus/bus"
-	"github.com/localbus/localbus/internal/lbtest"
+	"github.com/localbus/localbus/daemon/daemontest"
 	"github.com/localbus/localbus/ipc/client"
 )
 
@@ -51,7 +51,7 @@ func runBin(t *testing.T, stdin string, args ...string) binResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), e2eWait)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, lbtest.Binary(t), args...)
+	cmd := exec.CommandContext(ctx, daemontest.Binary(t), args...)
 	cmd.Env = cliEnv()
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
@@ -94,7 +94,7 @@ func startBin(t *testing.T, args ...string) *proc {
 		t.Fatal(err)
 	}
 	p := &proc{
-		cmd:   exec.Command(lbtest.Binary(t), args...),
+		cmd:   exec.Command(daemontest.Binary(t), args...),
 		lines: make(chan string), quit: make(chan struct{}), read: make(chan struct{}), done: make(chan struct{}),
 	}
 	p.cmd.Env = cliEnv()
@@ -228,7 +228,7 @@ func (p *proc) drainExit(t *testing.T) ([]string, int) {
 }
 
 // apiClient returns a client of the daemon for the test's own calls.
-func apiClient(t *testing.T, d *lbtest.Daemon) *client.Client {
+func apiClient(t *testing.T, d *daemontest.Daemon) *client.Client {
 	c := &client.Client{Socket: d.Socket}
 	t.Cleanup(c.CloseIdleConnections)
 	return c

@@ -8,15 +8,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/localbus/localbus/access"
-	"github.com/localbus/localbus/internal/lbtest"
+	"github.com/localbus/localbus/daemon/daemontest"
+	"github.com/localbus/localbus/ipc/access"
 )
 
 var tcpListening = regexp.MustCompile(`msg=listening tcp=(127\.0\.0\.1:[0-9]+)`)
 
 // startTCP starts a daemon that also listens on loopback TCP, with an
 // admin key and a read key, and returns it with its URL and the keys.
-func startTCP(t *testing.T) (d *lbtest.Daemon, url, admin, read string) {
+func startTCP(t *testing.T) (d *daemontest.Daemon, url, admin, read string) {
 	t.Helper()
 	dir := t.TempDir()
 	ring := &access.Keyring{}
@@ -31,7 +31,7 @@ func startTCP(t *testing.T) (d *lbtest.Daemon, url, admin, read string) {
 	if err := ring.Save(keys); err != nil {
 		t.Fatal(err)
 	}
-	d = lbtest.Start(t, lbtest.Options{Dir: dir, Args: []string{"--keys-file", keys, "--listen-tcp", "127.0.0.1:0"}})
+	d = daemontest.Start(t, daemontest.Options{Dir: dir, Args: []string{"--keys-file", keys, "--listen-tcp", "127.0.0.1:0"}})
 	deadline := time.Now().Add(e2eWait)
 	for {
 		if m := tcpListening.FindStringSubmatch(d.Stderr()); m != nil {
@@ -100,7 +100,7 @@ func TestKeyAndSocketComeFromTheEnvironment(t *testing.T) {
 			if name == "LOCALBUS_KEY" {
 				args = append([]string{"publish", "--url", url}, args[1:]...)
 			}
-			cmd := exec.Command(lbtest.Binary(t), args...)
+			cmd := exec.Command(daemontest.Binary(t), args...)
 			cmd.Env = append(cliEnv(), env...)
 			out, err := cmd.CombinedOutput()
 			if err != nil || !strings.HasPrefix(string(out), "published event ") {

@@ -13,13 +13,13 @@ import (
 	"testing"
 
 	"github.com/localbus/localbus/bus"
-	"github.com/localbus/localbus/internal/lbtest"
+	"github.com/localbus/localbus/daemon/daemontest"
 	"github.com/localbus/localbus/ipc/client"
 )
 
 func TestEventsCountRawPrintsExactlyNEnvelopes(t *testing.T) {
 	t.Parallel()
-	d := lbtest.Start(t, lbtest.Options{})
+	d := daemontest.Start(t, daemontest.Options{})
 	c := apiClient(t, d)
 	publishData(t, c, "s", "build:step", 1, 5)
 
@@ -61,7 +61,7 @@ func TestEventsCountRawPrintsExactlyNEnvelopes(t *testing.T) {
 
 func TestEventsPrintsIDTypeDataForPeople(t *testing.T) {
 	t.Parallel()
-	d := lbtest.Start(t, lbtest.Options{})
+	d := daemontest.Start(t, daemontest.Options{})
 	c := apiClient(t, d)
 	publishData(t, c, "s", "build:step", 7, 7)
 	r := runBin(t, "", "events", "--socket", d.Socket, "--session", "s", "--since", "0", "--count", "1")
@@ -107,7 +107,7 @@ func TestEventsKeepsEveryEventOnceAcrossReload(t *testing.T) {
 	for _, tr := range []string{"sse", "ws"} {
 		t.Run(tr, func(t *testing.T) {
 			t.Parallel()
-			d := lbtest.Start(t, lbtest.Options{})
+			d := daemontest.Start(t, daemontest.Options{})
 			c := apiClient(t, d)
 			publishData(t, c, "s", "t:n", 1, 5)
 			p := startBin(t, "events", "--socket", d.Socket, "--session", "s", "--since", "0", "--raw", "--transport", tr)
@@ -147,7 +147,7 @@ func TestEventsReportsTheEpochResetOfARestartedDaemon(t *testing.T) {
 		t.Run(tr, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			d := lbtest.Start(t, lbtest.Options{Dir: dir})
+			d := daemontest.Start(t, daemontest.Options{Dir: dir})
 			c := apiClient(t, d)
 			publishData(t, c, "s", "t:n", 1, 3)
 			p := startBin(t, "events", "--socket", d.Socket, "--session", "s", "--since", "0", "--raw", "--transport", tr)
@@ -162,7 +162,7 @@ func TestEventsReportsTheEpochResetOfARestartedDaemon(t *testing.T) {
 				t.Fatalf("daemon exit: %v", err)
 			}
 			p.waitStderr(t, "localbus: the daemon is shutting down; reconnecting when it is back")
-			d2 := lbtest.Start(t, lbtest.Options{Dir: dir, Socket: d.Socket})
+			d2 := daemontest.Start(t, daemontest.Options{Dir: dir, Socket: d.Socket})
 			c2 := apiClient(t, d2)
 			p.waitStderr(t, `session "s" does not exist (yet); retrying`)
 			publishData(t, c2, "s", "t:n", 4, 6)
@@ -207,7 +207,7 @@ func bigEvents(t *testing.T, c *client.Client, session string, from, n int) {
 // queues at most 16 live events per reader, so each batch that arrives
 // while the command is connected evicts it: it gets stream:lagged and must
 // reconnect and resume.
-func evictCLI(t *testing.T, d *lbtest.Daemon, c *client.Client, n int) *proc {
+func evictCLI(t *testing.T, d *daemontest.Daemon, c *client.Client, n int) *proc {
 	t.Helper()
 	bigEvents(t, c, "s", 1, 1)
 	p := startBin(t, "events", "--socket", d.Socket, "--session", "s", "--since", "0", "--raw")
@@ -219,7 +219,7 @@ func evictCLI(t *testing.T, d *lbtest.Daemon, c *client.Client, n int) *proc {
 
 func TestEventsRecoversFromItsOwnEvictionWithoutLoss(t *testing.T) {
 	t.Parallel()
-	d := lbtest.Start(t, lbtest.Options{Args: []string{"--max-queued", "16"}})
+	d := daemontest.Start(t, daemontest.Options{Args: []string{"--max-queued", "16"}})
 	c := apiClient(t, d)
 	const n = 400
 	p := evictCLI(t, d, c, n)
@@ -238,7 +238,7 @@ func TestEventsRecoversFromItsOwnEvictionWithoutLoss(t *testing.T) {
 
 func TestEventsReportsAGapWhenTheRingLostEvents(t *testing.T) {
 	t.Parallel()
-	d := lbtest.Start(t, lbtest.Options{Args: []string{"--max-queued", "16", "--ring-size", "50"}})
+	d := daemontest.Start(t, daemontest.Options{Args: []string{"--max-queued", "16", "--ring-size", "50"}})
 	c := apiClient(t, d)
 	const n = 400
 	p := evictCLI(t, d, c, n)
@@ -281,7 +281,7 @@ func TestEventsReportsAGapWhenTheRingLostEvents(t *testing.T) {
 
 func TestEventsWaitsForASessionNotCreatedYet(t *testing.T) {
 	t.Parallel()
-	d := lbtest.Start(t, lbtest.Options{})
+	d := daemontest.Start(t, daemontest.Options{})
 	c := apiClient(t, d)
 	p := startBin(t, "events", "--socket", d.Socket, "--session", "later", "--types", "build:done", "--count", "1", "--wait")
 	p.waitStderr(t, `localbus: session "later" does not exist (yet); retrying in`)
@@ -295,7 +295,7 @@ func TestEventsWaitsForASessionNotCreatedYet(t *testing.T) {
 
 func TestEventsExitsFourWhenItsSessionIsDeleted(t *testing.T) {
 	t.Parallel()
-	d := lbtest.Start(t, lbtest.Options{})
+	d := daemontest.Start(t, daemontest.Options{})
 	c := apiClient(t, d)
 	publishData(t, c, "s", "t:n", 1, 1)
 	p := startBin(t, "events", "--socket", d.Socket, "--session", "s", "--transport", "ws")
@@ -311,7 +311,7 @@ func TestEventsExitsFourWhenItsSessionIsDeleted(t *testing.T) {
 
 func TestEventsExitCodes(t *testing.T) {
 	t.Parallel()
-	d := lbtest.Start(t, lbtest.Options{})
+	d := daemontest.Start(t, daemontest.Options{})
 	c := apiClient(t, d)
 	publishData(t, c, "s", "t:n", 1, 1)
 	refused := fakeDaemon(t, refusing)

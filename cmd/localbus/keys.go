@@ -15,8 +15,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/localbus/localbus/access"
 	"github.com/localbus/localbus/daemon"
+	"github.com/localbus/localbus/ipc/access"
 )
 
 // reloadTimeout bounds the reload request that keys add and revoke send.

@@ -18,8 +18,8 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.uber.org/goleak"
 
-	"github.com/localbus/localbus/access"
-	"github.com/localbus/localbus/internal/lbtest"
+	"github.com/localbus/localbus/daemon/daemontest"
+	"github.com/localbus/localbus/ipc/access"
 )
 
 // TestMain checks for leaked goroutines and removes the daemon binary that
@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 type cleanupM struct{ m *testing.M }
 
 func (c cleanupM) Run() int {
-	defer lbtest.Cleanup()
+	defer daemontest.Cleanup()
 	return c.m.Run()
 }
 
@@ -363,14 +363,14 @@ func TestKeysFindTheKeysFileThroughConfig(t *testing.T) {
 
 // startDaemon runs the daemon with a keys file and a TCP listener, and
 // returns it with the keys file and the TCP base URL.
-func startDaemon(t *testing.T, config string) (d *lbtest.Daemon, keys, baseURL string) {
+func startDaemon(t *testing.T, config string) (d *daemontest.Daemon, keys, baseURL string) {
 	t.Helper()
 	dir := t.TempDir()
 	keys = filepath.Join(dir, "keys.json")
 	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d = lbtest.Start(t, lbtest.Options{Dir: dir, Args: []string{"--keys-file", keys, "--listen-tcp", "127.0.0.1:0"}})
+	d = daemontest.Start(t, daemontest.Options{Dir: dir, Args: []string{"--keys-file", keys, "--listen-tcp", "127.0.0.1:0"}})
 	addr := tcpAddr(t, d)
 	return d, keys, "http://" + addr
 }
@@ -378,7 +378,7 @@ func startDaemon(t *testing.T, config string) (d *lbtest.Daemon, keys, baseURL s
 var tcpLine = regexp.MustCompile(`msg=listening tcp=(127\.0\.0\.1:[0-9]+)`)
 
 // tcpAddr reads the TCP address the daemon logged.
-func tcpAddr(t *testing.T, d *lbtest.Daemon) string {
+func tcpAddr(t *testing.T, d *daemontest.Daemon) string {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

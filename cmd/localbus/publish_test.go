@@ -14,13 +14,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/localbus/localbus/internal/lbtest"
+	"github.com/localbus/localbus/daemon/daemontest"
 	"github.com/localbus/localbus/ipc/client"
 )
 
 // sessionEvents returns the first n events of session, in order, as
 // "TYPE DATA [by ORIGINATOR]".
-func sessionEvents(t *testing.T, d *lbtest.Daemon, session string, n int) []string {
+func sessionEvents(t *testing.T, d *daemontest.Daemon, session string, n int) []string {
 	t.Helper()
 	r := runBin(t, "", "events", "--socket", d.Socket, "--session", session, "--since", "0", "--raw", "--count", strconv.Itoa(n))
 	if r.code != 0 {
@@ -50,7 +50,7 @@ func sessionEvents(t *testing.T, d *lbtest.Daemon, session string, n int) []stri
 
 func TestPublishFromArgumentsAndStdin(t *testing.T) {
 	t.Parallel()
-	d := lbtest.Start(t, lbtest.Options{})
+	d := daemontest.Start(t, daemontest.Options{})
 	tests := []struct {
 		name, stdin string
 		args        []string
@@ -93,7 +93,7 @@ func ndjsonLines(n int) string {
 // order, each once.
 func TestPublishNDJSONIsOneRequest(t *testing.T) {
 	t.Parallel()
-	d := lbtest.Start(t, lbtest.Options{})
+	d := daemontest.Start(t, daemontest.Options{})
 	const n = 2500
 	in := ndjsonLines(n)
 
@@ -133,7 +133,7 @@ func TestPublishNDJSONIsOneRequest(t *testing.T) {
 // event is published while stdin is still open.
 func TestPublishNDJSONPublishesEachLineAsItArrives(t *testing.T) {
 	t.Parallel()
-	d := lbtest.Start(t, lbtest.Options{})
+	d := daemontest.Start(t, daemontest.Options{})
 	c := apiClient(t, d)
 	ctx, cancel := context.WithTimeout(context.Background(), e2eWait)
 	defer cancel()
@@ -146,7 +146,7 @@ func TestPublishNDJSONPublishesEachLineAsItArrives(t *testing.T) {
 	}
 	defer st.Close()
 
-	cmd := exec.CommandContext(ctx, lbtest.Binary(t), "publish", "--socket", d.Socket, "--session", "s")
+	cmd := exec.CommandContext(ctx, daemontest.Binary(t), "publish", "--socket", d.Socket, "--session", "s")
 	cmd.Env = cliEnv()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -234,7 +234,7 @@ func TestPublishNDJSONStopsAtARefusedLine(t *testing.T) {
 
 func TestPublishFailuresSayOneLineWithTheirExitCode(t *testing.T) {
 	t.Parallel()
-	d := lbtest.Start(t, lbtest.Options{})
+	d := daemontest.Start(t, daemontest.Options{})
 	refused := fakeDaemon(t, refusing)
 	nowhere := filepath.Join(t.TempDir(), "none.sock")
 	tests := []struct {
@@ -297,7 +297,7 @@ func TestPublishUsageErrorsShowHelpOnStderr(t *testing.T) {
 
 func TestSessionShowAndStatusReportTheJournal(t *testing.T) {
 	t.Parallel()
-	d := lbtest.Start(t, lbtest.Options{Durable: true})
+	d := daemontest.Start(t, daemontest.Options{Durable: true})
 	if r := runBin(t, "", "publish", "--socket", d.Socket, "--session", "j", "job:done", `{"ok":true}`); r.code != 0 {
 		t.Fatalf("publish: exit %d, stderr %q", r.code, r.stderr)
 	}
@@ -313,7 +313,7 @@ func TestSessionShowAndStatusReportTheJournal(t *testing.T) {
 
 func TestSessionCommands(t *testing.T) {
 	t.Parallel()
-	d := lbtest.Start(t, lbtest.Options{})
+	d := daemontest.Start(t, daemontest.Options{})
 	run := func(args ...string) binResult {
 		t.Helper()
 		return runBin(t, "", append([]string{"session", args[0], "--socket", d.Socket}, args[1:]...)...)
@@ -367,7 +367,7 @@ func TestSessionCommands(t *testing.T) {
 
 func TestStatusAndReload(t *testing.T) {
 	t.Parallel()
-	d := lbtest.Start(t, lbtest.Options{})
+	d := daemontest.Start(t, daemontest.Options{})
 	c := apiClient(t, d)
 	publishData(t, c, "s", "t:n", 1, 2)
 	p := startBin(t, "events", "--socket", d.Socket, "--session", "s")
@@ -411,7 +411,7 @@ func TestStatusAndReload(t *testing.T) {
 
 func TestCompletion(t *testing.T) {
 	t.Parallel()
-	d := lbtest.Start(t, lbtest.Options{})
+	d := daemontest.Start(t, daemontest.Options{})
 	c := apiClient(t, d)
 	publishData(t, c, "build-17", "t:n", 1, 1)
 	for shell, want := range map[string]string{"bash": "complete -o bashdefault", "zsh": "compdef _localbus localbus", "fish": "complete -c localbus"} {

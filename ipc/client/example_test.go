@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 
 	"github.com/localbus/localbus/bus"
-	"github.com/localbus/localbus/hub"
+	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/client"
 )

@@ -14,9 +14,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/localbus/localbus/access"
-	"github.com/localbus/localbus/hub"
+	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/ipc"
+	"github.com/localbus/localbus/ipc/access"
 	"github.com/localbus/localbus/ipc/client"
 	"github.com/localbus/localbus/ipc/ipctest"
 )

@@ -6,10 +6,10 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/localbus/localbus/hub"
+	"github.com/localbus/localbus/bus/hub"
+	"github.com/localbus/localbus/daemon/journal"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/ipctest"
-	"github.com/localbus/localbus/journal"
 )
 
 // fullDisk fails every write with ENOSPC while full is set, after writing

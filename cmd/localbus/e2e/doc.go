@@ -5,7 +5,7 @@
 // subscribers, slow-loris connections).
 //
 // The package has no code of its own. Its tests start "localbus serve" with
-// internal/lbtest on sockets in temporary directories and talk to it with
+// daemon/daemontest on sockets in temporary directories and talk to it with
 // Go clients and with clients localbus did not write: curl, and Python's
 // websockets (Debian's python3-websockets, at /usr/bin/python3). Tests that
 // act as another user run their client through setpriv(1) as uid 65534, so

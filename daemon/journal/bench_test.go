@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/localbus/localbus/bus"
-	"github.com/localbus/localbus/hub"
-	"github.com/localbus/localbus/journal"
+	"github.com/localbus/localbus/bus/hub"
+	"github.com/localbus/localbus/daemon/journal"
 )
 
-// The benchmarks of docs/durability.md. Each target compares a journaled
+// The benchmarks of durability.md. Each target compares a journaled
 // hub with an in-memory one:
 //
 //	go test -run '^$' -bench . -benchtime 3x ./journal

@@ -1,4 +1,4 @@
-package lbtest
+package daemontest
 
 import (
 	"context"

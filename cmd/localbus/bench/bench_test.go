@@ -17,7 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
-	"github.com/localbus/localbus/bench/benchtest"
+	"github.com/localbus/localbus/cmd/localbus/bench/benchtest"
 	"github.com/localbus/localbus/ipc"
 )
 

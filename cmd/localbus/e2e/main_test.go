@@ -18,8 +18,8 @@ import (
 	"github.com/coder/websocket"
 	"go.uber.org/goleak"
 
-	"github.com/localbus/localbus/access"
-	"github.com/localbus/localbus/internal/lbtest"
+	"github.com/localbus/localbus/daemon/daemontest"
+	"github.com/localbus/localbus/ipc/access"
 )
 
 // TestMain checks for leaked goroutines and removes the daemon binary the
@@ -29,7 +29,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(cleanupM{m}) }
 type cleanupM struct{ m *testing.M }
 
 func (c cleanupM) Run() int {
-	defer lbtest.Cleanup()
+	defer daemontest.Cleanup()
 	return c.m.Run()
 }
 
@@ -75,7 +75,7 @@ type setup struct {
 
 // daemon is a running localbus serve with keys.
 type daemon struct {
-	*lbtest.Daemon
+	*daemontest.Daemon
 	keys keySet
 	// tcp is the TCP listener's host:port, "" without one.
 	tcp string
@@ -131,7 +131,7 @@ func start(t *testing.T, s setup) *daemon {
 	if s.tcp {
 		args = append(args, "--listen-tcp", "127.0.0.1:0")
 	}
-	// Registered before lbtest.Start, so it runs after the daemon stopped.
+	// Registered before daemontest.Start, so it runs after the daemon stopped.
 	t.Cleanup(func() {
 		if d.Daemon == nil {
 			return
@@ -146,7 +146,7 @@ func start(t *testing.T, s setup) *daemon {
 			}
 		}
 	})
-	d.Daemon = lbtest.Start(t, lbtest.Options{Dir: dir, Args: args})
+	d.Daemon = daemontest.Start(t, daemontest.Options{Dir: dir, Args: args})
 	if s.tcp {
 		d.tcp = tcpAddr(t, d.Daemon)
 	}
@@ -156,7 +156,7 @@ func start(t *testing.T, s setup) *daemon {
 var tcpLine = regexp.MustCompile(`msg=listening tcp=(127\.0\.0\.1:[0-9]+)`)
 
 // tcpAddr returns the TCP address the daemon logged it listens on.
-func tcpAddr(t *testing.T, d *lbtest.Daemon) string {
+func tcpAddr(t *testing.T, d *daemontest.Daemon) string {
 	t.Helper()
 	deadline := time.Now().Add(wait)
 	for {

@@ -1,4 +1,4 @@
-// Package lbtest runs the built localbus binary for end-to-end tests: it
+// Package daemontest runs the built localbus binary for end-to-end tests: it
 // builds the binary once per test process, starts "localbus serve" on a
 // socket in a temporary directory, waits until it answers, and stops it when
 // the test ends.
@@ -12,7 +12,7 @@
 // Clients: Daemon.Do sends REST requests over the socket, and Daemon.Follow
 // starts a Follower, an SSE or WebSocket client that resumes with its last
 // id whenever the daemon ends its stream and records what it got.
-package lbtest
+package daemontest
 
 import (
 	"bytes"

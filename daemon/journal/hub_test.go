@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/localbus/localbus/bus"
-	"github.com/localbus/localbus/hub"
-	"github.com/localbus/localbus/journal"
+	"github.com/localbus/localbus/bus/hub"
+	"github.com/localbus/localbus/daemon/journal"
 )
 
 // TestHubCombinesGlobalPublishesInOrder publishes concurrently to several

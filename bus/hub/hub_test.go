@@ -12,7 +12,7 @@ import (
 
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/bus/bustest"
-	"github.com/localbus/localbus/hub"
+	"github.com/localbus/localbus/bus/hub"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/localbus/localbus/internal/lbtest"
+	"github.com/localbus/localbus/daemon/daemontest"
 )
 
 // routeKind is how a route is called.
@@ -464,7 +464,7 @@ func TestTCPListenerIsLoopbackOnlyUnlessAllowRemote(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "config.toml"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := lbtest.Start(t, lbtest.Options{Dir: dir, NoWait: true, Args: []string{"--listen-tcp", "0.0.0.0:0"}})
+	d := daemontest.Start(t, daemontest.Options{Dir: dir, NoWait: true, Args: []string{"--listen-tcp", "0.0.0.0:0"}})
 	if err := d.Wait(t, wait); err == nil {
 		t.Fatal("the daemon started on 0.0.0.0 without allow_remote")
 	}
@@ -494,7 +494,7 @@ func TestAKeysFileOthersCanReadIsRefused(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "config.toml"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	second := lbtest.Start(t, lbtest.Options{Dir: dir, NoWait: true, Args: []string{"--keys-file", keysFile}})
+	second := daemontest.Start(t, daemontest.Options{Dir: dir, NoWait: true, Args: []string{"--keys-file", keysFile}})
 	if err := second.Wait(t, wait); err == nil {
 		t.Fatal("the daemon started with a keys file others can read")
 	}

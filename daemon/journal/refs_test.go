@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/localbus/localbus/bus"
-	"github.com/localbus/localbus/hub"
+	"github.com/localbus/localbus/bus/hub"
 )
 
 // openHub opens a journal in dir and a hub on it, with rings of ringSize.
