@@ -1,18 +1,22 @@
 package daemon
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"reflect"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
 // Config is the configuration of localbus serve: one field per key of the
-// configuration file, each also settable by a serve flag (see ServeFlags).
-// A field is named after its key: RingSize is ring_size and --ring-size.
+// configuration file (see Settings), each also settable by a serve flag. A
+// field is named after its key: RingSize is ring_size and --ring-size.
 //
 // The zero Config is not valid; start from Defaults, or get one from
-// LoadConfig or ConfigFromCLI, which return only valid configurations.
+// LoadConfig, which returns only valid configurations.
 // A Config is a plain value: copy it freely, and do not modify one that other
 // goroutines read.
 type Config struct {
@@ -165,75 +169,187 @@ func Defaults() Config {
 	}
 }
 
-// setting ties a configuration key to its Config field and its serve flag,
-// whose name is the key with '-' for '_'. Adding a key to Config means one
-// line here, plus its default in Defaults and its checks in Validate.
-type setting struct {
-	key string
-	// path marks a path: a relative value in a file is taken relative to
-	// the file's directory.
-	path bool
-	// env is an environment variable that sets the key when its flag is
-	// absent, if any.
-	env   string
-	usage string
-	// field returns a pointer to the field in c.
+// A Setting is one key of the configuration, as the settings table
+// describes it: the file loader, the serve flags (built in cmd/localbus) and
+// reload all work from the table, so adding a key to Config means one entry
+// there, plus its default in Defaults and its checks in Validate. A test
+// fails when a Config field has no entry.
+type Setting struct {
+	// Key is the key in the file, e.g. "ring_size".
+	Key string
+	// Usage is a one-line description for flag help.
+	Usage string
+	// Env is an environment variable that sets the key when its flag is
+	// not given (see Source.Env), or "".
+	Env string
+	// Path marks a path: a relative value in a file is taken relative to
+	// the file's directory, and its flag takes a file name.
+	Path bool
+	// Reloadable reports whether a reload applies a new value to the
+	// running daemon. A new value of any other setting is kept aside until
+	// a restart, and the reload names it in its log.
+	Reloadable bool
+
+	// field returns a pointer to the setting's field in c.
 	field func(c *Config) any
 }
 
-var settings = []setting{
-	{key: "socket", path: true, env: "LOCALBUS_SOCKET", usage: "Unix socket path (ignored under socket activation)", field: func(c *Config) any { return &c.Socket }},
-	{key: "socket_mode", usage: "permission of the socket file, octal", field: func(c *Config) any { return &c.SocketMode }},
-	{key: "socket_group", usage: "group of the socket file (default: the daemon's group)", field: func(c *Config) any { return &c.SocketGroup }},
-	{key: "unix_auth", usage: `socket authorization: "peer" (credentials) or "key"`, field: func(c *Config) any { return &c.UnixAuth }},
-	{key: "unix_peer_scopes", usage: "scopes of socket peers other than root and the daemon's user", field: func(c *Config) any { return &c.UnixPeerScopes }},
-	{key: "listen_tcp", usage: `TCP address to serve on, e.g. "127.0.0.1:8001" (default: off)`, field: func(c *Config) any { return &c.ListenTCP }},
-	{key: "allow_remote", usage: "allow a non-loopback listen_tcp address", field: func(c *Config) any { return &c.AllowRemote }},
-	{key: "allowed_origins", usage: "browser origins accepted on TCP", field: func(c *Config) any { return &c.AllowedOrigins }},
-	{key: "allowed_hosts", usage: "Host header values accepted on TCP besides loopback", field: func(c *Config) any { return &c.AllowedHosts }},
-	{key: "keys_file", path: true, usage: "file of hashed keys", field: func(c *Config) any { return &c.KeysFile }},
-	{key: "ring_size", usage: "events each bus keeps for replay", field: func(c *Config) any { return &c.RingSize }},
-	{key: "ring_max_bytes", usage: "bytes of events each bus keeps for replay", field: func(c *Config) any { return &c.RingMaxBytes }},
-	{key: "max_queued", usage: "live frames a subscriber may have queued", field: func(c *Config) any { return &c.MaxQueued }},
-	{key: "max_queued_bytes", usage: "live bytes a subscriber may have queued", field: func(c *Config) any { return &c.MaxQueuedBytes }},
-	{key: "max_subscribers", usage: "subscribers per bus", field: func(c *Config) any { return &c.MaxSubscribers }},
-	{key: "max_subscribers_total", usage: "subscribers of all buses together", field: func(c *Config) any { return &c.MaxSubscribersTotal }},
-	{key: "max_sessions", usage: "number of sessions", field: func(c *Config) any { return &c.MaxSessions }},
-	{key: "auto_create_sessions", usage: "create a missing session on publish", field: func(c *Config) any { return &c.AutoCreateSessions }},
-	{key: "max_event_bytes", usage: "size limit of one event", field: func(c *Config) any { return &c.MaxEventBytes }},
-	{key: "max_body_bytes", usage: "size limit of one request body", field: func(c *Config) any { return &c.MaxBodyBytes }},
-	{key: "max_header_bytes", usage: "size limit of a request's headers", field: func(c *Config) any { return &c.MaxHeaderBytes }},
-	{key: "keepalive", usage: "SSE comment and WebSocket ping interval", field: func(c *Config) any { return &c.Keepalive }},
-	{key: "shutdown_timeout", usage: "time allowed for a graceful shutdown", field: func(c *Config) any { return &c.ShutdownTimeout }},
-	{key: "read_header_timeout", usage: "time a client has to send request headers", field: func(c *Config) any { return &c.ReadHeaderTimeout }},
-	{key: "idle_timeout", usage: "idle time of a keep-alive HTTP connection", field: func(c *Config) any { return &c.IdleTimeout }},
-	{key: "log_level", usage: "debug, info, warn or error", field: func(c *Config) any { return &c.LogLevel }},
-	{key: "state_dir", path: true, usage: "directory of the journal", field: func(c *Config) any { return &c.StateDir }},
-	{key: "durability", usage: `"disk" (journal) or "memory"`, field: func(c *Config) any { return &c.Durability }},
-	{key: "fsync", usage: `journal sync: "always", "interval" or "never"`, field: func(c *Config) any { return &c.Fsync }},
-	{key: "fsync_interval", usage: `sync period when fsync is "interval"`, field: func(c *Config) any { return &c.FsyncInterval }},
+// Kind is the type of a setting's value, which says how a flag or a file
+// writes it.
+type Kind int
+
+// The kinds of settings. In a file, a KindString, KindDuration or KindMode
+// value is a string, a KindInt an integer, a KindBool a boolean and a
+// KindList an array of strings.
+const (
+	// KindString is a string.
+	KindString Kind = iota
+	// KindBool is a boolean: "true" or "false" as a flag value.
+	KindBool
+	// KindList is a list of strings, comma-separated as a flag value.
+	KindList
+	// KindInt is a decimal integer.
+	KindInt
+	// KindDuration is a duration like "15s" or "100ms".
+	KindDuration
+	// KindMode is a file mode in octal, like "0660".
+	KindMode
+)
+
+// Flag returns the name of the serve flag of s, the key with '-' for '_':
+// ring_size is ring-size.
+func (s Setting) Flag() string { return strings.ReplaceAll(s.Key, "_", "-") }
+
+// Kind returns the type of the value of s.
+func (s Setting) Kind() Kind {
+	switch s.field(&Config{}).(type) {
+	case *bool:
+		return KindBool
+	case *[]string:
+		return KindList
+	case *int, *int64:
+		return KindInt
+	case *time.Duration:
+		return KindDuration
+	case *os.FileMode:
+		return KindMode
+	}
+	return KindString
+}
+
+// Default returns the default of s, written as its flag takes it ("15s",
+// "0660", "read,publish"). Path defaults depend on the environment, like
+// Defaults.
+func (s Setting) Default() string {
+	def := Defaults()
+	return formatValue(s.field(&def))
+}
+
+// Settings returns the settings table: one Setting per key of the
+// configuration, in the order of Config's fields. The slice is the
+// caller's.
+func Settings() []Setting { return slices.Clone(settings) }
+
+// settings is the settings table. A setting is Reloadable unless the running
+// daemon cannot take a new value: the listeners are made (socket,
+// socket_mode, socket_group, listen_tcp), the journal is open (state_dir,
+// durability, fsync, fsync_interval), and the http.Server's timeouts and
+// header limit (read_header_timeout, idle_timeout, max_header_bytes) are
+// read by its serving goroutines without a lock, so changing them while it
+// runs would be a data race.
+var settings = []Setting{
+	{Key: "socket", Path: true, Env: "LOCALBUS_SOCKET", Usage: "Unix socket path (ignored under socket activation)", field: func(c *Config) any { return &c.Socket }},
+	{Key: "socket_mode", Usage: "permission of the socket file, octal", field: func(c *Config) any { return &c.SocketMode }},
+	{Key: "socket_group", Usage: "group of the socket file (default: the daemon's group)", field: func(c *Config) any { return &c.SocketGroup }},
+	{Key: "unix_auth", Reloadable: true, Usage: `socket authorization: "peer" (credentials) or "key"`, field: func(c *Config) any { return &c.UnixAuth }},
+	{Key: "unix_peer_scopes", Reloadable: true, Usage: "scopes of socket peers other than root and the daemon's user", field: func(c *Config) any { return &c.UnixPeerScopes }},
+	{Key: "listen_tcp", Usage: `TCP address to serve on, e.g. "127.0.0.1:8001" (default: off)`, field: func(c *Config) any { return &c.ListenTCP }},
+	{Key: "allow_remote", Reloadable: true, Usage: "allow a non-loopback listen_tcp address", field: func(c *Config) any { return &c.AllowRemote }},
+	{Key: "allowed_origins", Reloadable: true, Usage: "browser origins accepted on TCP", field: func(c *Config) any { return &c.AllowedOrigins }},
+	{Key: "allowed_hosts", Reloadable: true, Usage: "Host header values accepted on TCP besides loopback", field: func(c *Config) any { return &c.AllowedHosts }},
+	{Key: "keys_file", Path: true, Reloadable: true, Usage: "file of hashed keys", field: func(c *Config) any { return &c.KeysFile }},
+	{Key: "ring_size", Reloadable: true, Usage: "events each bus keeps for replay", field: func(c *Config) any { return &c.RingSize }},
+	{Key: "ring_max_bytes", Reloadable: true, Usage: "bytes of events each bus keeps for replay", field: func(c *Config) any { return &c.RingMaxBytes }},
+	{Key: "max_queued", Reloadable: true, Usage: "live frames a subscriber may have queued", field: func(c *Config) any { return &c.MaxQueued }},
+	{Key: "max_queued_bytes", Reloadable: true, Usage: "live bytes a subscriber may have queued", field: func(c *Config) any { return &c.MaxQueuedBytes }},
+	{Key: "max_subscribers", Reloadable: true, Usage: "subscribers per bus", field: func(c *Config) any { return &c.MaxSubscribers }},
+	{Key: "max_subscribers_total", Reloadable: true, Usage: "subscribers of all buses together", field: func(c *Config) any { return &c.MaxSubscribersTotal }},
+	{Key: "max_sessions", Reloadable: true, Usage: "number of sessions", field: func(c *Config) any { return &c.MaxSessions }},
+	{Key: "auto_create_sessions", Reloadable: true, Usage: "create a missing session on publish", field: func(c *Config) any { return &c.AutoCreateSessions }},
+	{Key: "max_event_bytes", Reloadable: true, Usage: "size limit of one event", field: func(c *Config) any { return &c.MaxEventBytes }},
+	{Key: "max_body_bytes", Reloadable: true, Usage: "size limit of one request body", field: func(c *Config) any { return &c.MaxBodyBytes }},
+	{Key: "max_header_bytes", Usage: "size limit of a request's headers", field: func(c *Config) any { return &c.MaxHeaderBytes }},
+	{Key: "keepalive", Reloadable: true, Usage: "SSE comment and WebSocket ping interval", field: func(c *Config) any { return &c.Keepalive }},
+	{Key: "shutdown_timeout", Reloadable: true, Usage: "time allowed for a graceful shutdown", field: func(c *Config) any { return &c.ShutdownTimeout }},
+	{Key: "read_header_timeout", Usage: "time a client has to send request headers", field: func(c *Config) any { return &c.ReadHeaderTimeout }},
+	{Key: "idle_timeout", Usage: "idle time of a keep-alive HTTP connection", field: func(c *Config) any { return &c.IdleTimeout }},
+	{Key: "log_level", Reloadable: true, Usage: "debug, info, warn or error", field: func(c *Config) any { return &c.LogLevel }},
+	{Key: "state_dir", Path: true, Usage: "directory of the journal", field: func(c *Config) any { return &c.StateDir }},
+	{Key: "durability", Usage: `"disk" (journal) or "memory"`, field: func(c *Config) any { return &c.Durability }},
+	{Key: "fsync", Usage: `journal sync: "always", "interval" or "never"`, field: func(c *Config) any { return &c.Fsync }},
+	{Key: "fsync_interval", Usage: `sync period when fsync is "interval"`, field: func(c *Config) any { return &c.FsyncInterval }},
 }
 
 // lookupSetting returns the setting of key.
-func lookupSetting(key string) (setting, bool) {
+func lookupSetting(key string) (Setting, bool) {
 	for _, s := range settings {
-		if s.key == key {
+		if s.Key == key {
 			return s, true
 		}
 	}
-	return setting{}, false
+	return Setting{}, false
 }
 
-// Diff returns the keys whose values differ between c and next, in a fixed
-// order. Reload uses it to name changes that need a restart.
+// Diff returns the keys whose values differ between c and next, in the
+// order of the settings table.
 func (c Config) Diff(next Config) []string {
 	var keys []string
 	for _, s := range settings {
 		if !reflect.DeepEqual(s.field(&c), s.field(&next)) {
-			keys = append(keys, s.key)
+			keys = append(keys, s.Key)
 		}
 	}
 	return keys
+}
+
+// keepRestartSettings sets every setting of next that is not Reloadable
+// to its value in running, and returns the keys of those whose values
+// differed: what a reload from running to next leaves for a restart.
+func keepRestartSettings(running Config, next *Config) []string {
+	var kept []string
+	for _, s := range settings {
+		if s.Reloadable {
+			continue
+		}
+		old, cur := reflect.ValueOf(s.field(&running)).Elem(), reflect.ValueOf(s.field(next)).Elem()
+		if !reflect.DeepEqual(old.Interface(), cur.Interface()) {
+			kept = append(kept, s.Key)
+			cur.Set(old)
+		}
+	}
+	return kept
+}
+
+// formatValue formats the value a field points to as its flag would take
+// it.
+func formatValue(ptr any) string {
+	switch p := ptr.(type) {
+	case *string:
+		return *p
+	case *bool:
+		return strconv.FormatBool(*p)
+	case *[]string:
+		return strings.Join(*p, ",")
+	case *int:
+		return strconv.Itoa(*p)
+	case *int64:
+		return strconv.FormatInt(*p, 10)
+	case *time.Duration:
+		return p.String()
+	case *os.FileMode:
+		return fmt.Sprintf("%04o", uint32(*p))
+	}
+	panic(fmt.Sprintf("daemon: no formatting for %T", ptr))
 }
 
 // SlogLevel returns LogLevel as a slog.Level; an unknown level is
@@ -250,8 +366,8 @@ func (c Config) SlogLevel() slog.Level {
 	return slog.LevelInfo
 }
 
-// ConfigError is an invalid configuration value. Every error of LoadConfig,
-// ConfigFromCLI and Config.Validate that concerns a key is a *ConfigError,
+// ConfigError is an invalid configuration value. Every error of LoadConfig
+// and Config.Validate that concerns a key is a *ConfigError,
 // alone or joined with others by errors.Join; find them with errors.As.
 type ConfigError struct {
 	// Key is the configuration key, e.g. "ring_size".

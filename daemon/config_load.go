@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,25 +17,49 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// LoadConfig reads the configuration file at path over Defaults and
-// validates the result; path "" means DefaultConfigPath(), which is never
-// explicit. An absent file means all defaults, unless explicit is set (the
-// user named the file, with --config): then an absent file is an error
-// naming it, since a typo in the path should not silently start a daemon on
-// defaults.
+// A Source says where a configuration comes from: a file, and values set
+// over it by serve flags and environment variables. LoadConfig reads one; a
+// running daemon keeps the Source it started from and reads it again on
+// every reload, so a reload sees the file as it is now under the flags and
+// variables the daemon was started with.
+type Source struct {
+	// File is the configuration file; "" means DefaultConfigPath().
+	File string
+	// FileExplicit reports that the user named File (with --config): then
+	// an absent file is an error naming it, since a typo in the path should
+	// not silently start a daemon on defaults. An absent default file means
+	// all defaults.
+	FileExplicit bool
+	// Set holds the values set by serve flags, by key ("ring_size": "200"),
+	// written as the flags take them: durations "15s", modes "0660",
+	// booleans "true" or "false", lists comma-separated. They win over the
+	// file; an error in one names its flag ("--ring-size").
+	Set map[string]string
+	// Env holds environment variables by name, as read at start. The value
+	// of a setting's Env variable, when not empty, sets the setting if Set
+	// does not, and wins over the file; an error in it names the variable
+	// ("$LOCALBUS_SOCKET").
+	Env map[string]string
+}
+
+// LoadConfig reads the configuration of src: the file over Defaults, then
+// the environment variables and the set values over the file, and validates
+// the result.
 //
 // The file is strict: an unknown key, a value of the wrong type and a value
 // out of range are each a *ConfigError naming the key; all of them are
-// reported at once, joined. Relative socket, keys_file and state_dir values
-// are taken relative to the file's directory. If the file does not set
-// keys_file, it is keys.json beside the file.
+// reported at once, joined, with those of the set values and environment
+// variables. Relative socket, keys_file and state_dir values are taken
+// relative to the file's directory. If the file does not set keys_file, it
+// is keys.json beside the file.
 //
 // On error the returned Config is the zero value.
-func LoadConfig(path string, explicit bool) (Config, error) {
-	l, err := loadFile(path, explicit)
+func LoadConfig(src Source) (Config, error) {
+	l, err := loadFile(src.File, src.FileExplicit)
 	if err != nil {
 		return Config{}, err
 	}
+	l.applySet(src.Set, src.Env)
 	return l.finish()
 }
 
@@ -84,7 +110,7 @@ var fileType = sync.OnceValue(func() reflect.Type {
 		fields[i] = reflect.StructField{
 			Name: "F" + strconv.Itoa(i),
 			Type: reflect.TypeFor[toml.Primitive](),
-			Tag:  reflect.StructTag(`toml:"` + s.key + `"`),
+			Tag:  reflect.StructTag(`toml:"` + s.Key + `"`),
 		}
 	}
 	return reflect.StructOf(fields)
@@ -125,25 +151,52 @@ func (l *loader) decode(path, dir, data string) error {
 	}
 
 	for i, s := range settings {
-		if !md.IsDefined(s.key) {
+		if !md.IsDefined(s.Key) {
 			continue
 		}
 		var v any
 		if err := md.PrimitiveDecode(doc.Elem().Field(i).Interface().(toml.Primitive), &v); err != nil {
-			l.errs = append(l.errs, &ConfigError{Key: s.key, Msg: err.Error(), File: path})
+			l.errs = append(l.errs, &ConfigError{Key: s.Key, Msg: err.Error(), File: path})
 			continue
 		}
 		ptr := s.field(&l.cfg)
 		if msg := setTOML(ptr, v); msg != "" {
-			l.errs = append(l.errs, &ConfigError{Key: s.key, Msg: msg, File: path})
+			l.errs = append(l.errs, &ConfigError{Key: s.Key, Msg: msg, File: path})
 			continue
 		}
-		if p, ok := ptr.(*string); ok && s.path && *p != "" && !filepath.IsAbs(*p) {
+		if p, ok := ptr.(*string); ok && s.Path && *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(dir, *p)
 		}
-		l.from[s.key] = valueOrigin{file: path}
+		l.from[s.Key] = valueOrigin{file: path}
 	}
 	return nil
+}
+
+// applySet applies the values of set and env (see Source) over l.cfg, in
+// the order of the settings table.
+func (l *loader) applySet(set, env map[string]string) {
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		if _, ok := lookupSetting(k); !ok {
+			l.errs = append(l.errs, &ConfigError{Key: k, Msg: "unknown key" + suggest(k), Flag: "--" + Setting{Key: k}.Flag()})
+		}
+	}
+	for _, s := range settings {
+		if v, ok := set[s.Key]; ok {
+			l.applyString(s, v, "--"+s.Flag())
+		} else if v := env[s.Env]; s.Env != "" && v != "" {
+			l.applyString(s, v, "$"+s.Env)
+		}
+	}
+}
+
+// applyString sets the value of s from v, which came from flag (a flag or
+// an environment variable).
+func (l *loader) applyString(s Setting, v, flag string) {
+	if msg := setString(s.field(&l.cfg), v); msg != "" {
+		l.errs = append(l.errs, &ConfigError{Key: s.Key, Msg: msg, Flag: flag})
+		return
+	}
+	l.from[s.Key] = valueOrigin{flag: flag}
 }
 
 // finish validates the loaded configuration and returns it, or every error
@@ -201,9 +254,9 @@ func syntaxHint(data string, perr toml.ParseError) string {
 func suggest(key string) string {
 	best, bestDist := "", 3 // suggest only within two edits
 	for _, s := range settings {
-		d := editDistance(strings.ToLower(strings.ReplaceAll(key, "-", "_")), s.key)
+		d := editDistance(strings.ToLower(strings.ReplaceAll(key, "-", "_")), s.Key)
 		if d < bestDist {
-			best, bestDist = s.key, d
+			best, bestDist = s.Key, d
 		}
 	}
 	if best == "" {
@@ -296,13 +349,25 @@ func setTOML(ptr, v any) string {
 	return ""
 }
 
-// setString parses s, a flag value or a TOML string, into the field ptr
-// points to. It returns what is wrong with s, or "". Booleans and lists are
-// not parsed from strings: their flags have their own types.
+// setString parses s, a value as a flag takes it or a TOML string, into the
+// field ptr points to. It returns what is wrong with s, or "". A list is
+// comma-separated, each element trimmed of spaces.
 func setString(ptr any, s string) string {
 	switch p := ptr.(type) {
 	case *string:
 		*p = s
+	case *bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Sprintf("must be true or false, got %s", quoteValue(s))
+		}
+		*p = b
+	case *[]string:
+		list := strings.Split(s, ",")
+		for i := range list {
+			list[i] = strings.TrimSpace(list[i])
+		}
+		*p = list
 	case *int:
 		n, err := strconv.ParseInt(s, 10, strconv.IntSize)
 		if err != nil {

@@ -66,6 +66,11 @@ func writeConfig(t *testing.T, content string) string {
 	return path
 }
 
+// loadConfig loads the file at path alone, named by the user if explicit.
+func loadConfig(path string, explicit bool) (Config, error) {
+	return LoadConfig(Source{File: path, FileExplicit: explicit})
+}
+
 // configErrors returns every *ConfigError in err's tree.
 func configErrors(err error) []*ConfigError {
 	var out []*ConfigError
@@ -135,13 +140,13 @@ func TestDefaultsMatchSpec(t *testing.T) {
 	}
 	def := Defaults()
 	for _, s := range settings {
-		t.Run(s.key, func(t *testing.T) {
-			w, ok := want[s.key]
+		t.Run(s.Key, func(t *testing.T) {
+			w, ok := want[s.Key]
 			if !ok {
-				t.Fatalf("no expected default for %s: add it to this test", s.key)
+				t.Fatalf("no expected default for %s: add it to this test", s.Key)
 			}
-			if diff := cmp.Diff(w, fieldValue(t, &def, s.key)); diff != "" {
-				t.Errorf("Defaults().%s mismatch (-want +got):\n%s", s.key, diff)
+			if diff := cmp.Diff(w, fieldValue(t, &def, s.Key)); diff != "" {
+				t.Errorf("Defaults().%s mismatch (-want +got):\n%s", s.Key, diff)
 			}
 		})
 	}
@@ -174,23 +179,23 @@ func TestSettingsCoverEveryFieldOnce(t *testing.T) {
 	keyRE := regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 	keys := make(map[string]bool)
 	for _, s := range settings {
-		if !keyRE.MatchString(s.key) {
-			t.Errorf("key %q is not snake_case", s.key)
+		if !keyRE.MatchString(s.Key) {
+			t.Errorf("key %q is not snake_case", s.Key)
 		}
-		if keys[s.key] {
-			t.Errorf("key %q appears twice", s.key)
+		if keys[s.Key] {
+			t.Errorf("key %q appears twice", s.Key)
 		}
-		keys[s.key] = true
-		if s.usage == "" {
-			t.Errorf("key %q has no usage", s.key)
+		keys[s.Key] = true
+		if s.Usage == "" {
+			t.Errorf("key %q has no usage", s.Key)
 		}
 		p := reflect.ValueOf(s.field(&c)).Pointer()
 		if other, ok := seen[p]; ok {
-			t.Errorf("keys %q and %q share a field", other, s.key)
+			t.Errorf("keys %q and %q share a field", other, s.Key)
 		}
-		seen[p] = s.key
-		if _, isString := s.field(&c).(*string); s.path && !isString {
-			t.Errorf("path key %q is not a string", s.key)
+		seen[p] = s.Key
+		if _, isString := s.field(&c).(*string); s.Path && !isString {
+			t.Errorf("path key %q is not a string", s.Key)
 		}
 	}
 	if n := base.NumField(); n != len(seen) {
@@ -200,7 +205,7 @@ func TestSettingsCoverEveryFieldOnce(t *testing.T) {
 
 func TestLoadConfigGoldenFile(t *testing.T) {
 	t.Parallel()
-	got, err := LoadConfig(filepath.Join("testdata", "full.toml"), true)
+	got, err := loadConfig(filepath.Join("testdata", "full.toml"), true)
 	if err != nil {
 		t.Fatalf("LoadConfig(full.toml) = %v", err)
 	}
@@ -217,11 +222,11 @@ func TestGoldenFileSetsEveryKeyAwayFromDefault(t *testing.T) {
 	}
 	def, full := Defaults(), fullConfig()
 	for _, s := range settings {
-		if _, ok := doc[s.key]; !ok {
-			t.Errorf("full.toml does not set %s", s.key)
+		if _, ok := doc[s.Key]; !ok {
+			t.Errorf("full.toml does not set %s", s.Key)
 		}
-		if reflect.DeepEqual(fieldValue(t, &def, s.key), fieldValue(t, &full, s.key)) {
-			t.Errorf("full.toml sets %s to its default", s.key)
+		if reflect.DeepEqual(fieldValue(t, &def, s.Key), fieldValue(t, &full, s.Key)) {
+			t.Errorf("full.toml sets %s to its default", s.Key)
 		}
 	}
 }
@@ -229,7 +234,7 @@ func TestGoldenFileSetsEveryKeyAwayFromDefault(t *testing.T) {
 func TestLoadConfigAbsentDefaultFileMeansDefaults(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "config.toml")
-	got, err := LoadConfig(path, false)
+	got, err := loadConfig(path, false)
 	if err != nil {
 		t.Fatalf("LoadConfig(absent, false) = %v, want nil", err)
 	}
@@ -247,7 +252,7 @@ func TestLoadConfigEmptyPathReadsDefaultPath(t *testing.T) {
 	if _, err := os.Stat(path); err == nil {
 		t.Skipf("%s exists on this machine", path)
 	}
-	got, err := LoadConfig("", false)
+	got, err := loadConfig("", false)
 	if err != nil {
 		t.Fatalf(`LoadConfig("", false) = %v, want nil`, err)
 	}
@@ -259,7 +264,7 @@ func TestLoadConfigEmptyPathReadsDefaultPath(t *testing.T) {
 func TestLoadConfigExplicitMissingFileIsError(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "nope.toml")
-	_, err := LoadConfig(path, true)
+	_, err := loadConfig(path, true)
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("LoadConfig(missing, true) = %v, want fs.ErrNotExist", err)
 	}
@@ -271,7 +276,7 @@ func TestLoadConfigExplicitMissingFileIsError(t *testing.T) {
 func TestLoadConfigUnreadableFileIsError(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir() // a directory cannot be read as a file, whatever our uid
-	if _, err := LoadConfig(dir, false); err == nil {
+	if _, err := loadConfig(dir, false); err == nil {
 		t.Errorf("LoadConfig(directory, false) = nil error, want one")
 	}
 }
@@ -279,7 +284,7 @@ func TestLoadConfigUnreadableFileIsError(t *testing.T) {
 func TestLoadConfigPartialFileKeepsOtherDefaults(t *testing.T) {
 	t.Parallel()
 	path := writeConfig(t, "ring_size = 10\nlog_level = \"warn\"\n")
-	got, err := LoadConfig(path, true)
+	got, err := loadConfig(path, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +304,7 @@ socket = "run/bus.sock"
 keys_file = "secret/keys.json"
 state_dir = "state"
 `)
-	got, err := LoadConfig(path, true)
+	got, err := loadConfig(path, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +323,7 @@ state_dir = "state"
 func TestLoadConfigEmptyListsAreNil(t *testing.T) {
 	t.Parallel()
 	path := writeConfig(t, "unix_peer_scopes = []\nallowed_hosts = []\n")
-	got, err := LoadConfig(path, true)
+	got, err := loadConfig(path, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +367,7 @@ func TestLoadConfigAcceptsValidValues(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if _, err := LoadConfig(writeConfig(t, tc.content), true); err != nil {
+			if _, err := loadConfig(writeConfig(t, tc.content), true); err != nil {
 				t.Errorf("LoadConfig(%q) = %v, want nil", tc.content, err)
 			}
 		})
@@ -462,7 +467,7 @@ func TestLoadConfigErrorsNameTheKey(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			path := writeConfig(t, tc.content)
-			got, err := LoadConfig(path, true)
+			got, err := loadConfig(path, true)
 			if err == nil {
 				t.Fatalf("LoadConfig(%q) = nil error, want one naming %s", tc.content, tc.key)
 			}
@@ -499,7 +504,7 @@ max_queued = 1
 keepalive = 15
 log_level = "loud"
 `)
-	_, err := LoadConfig(path, true)
+	_, err := loadConfig(path, true)
 	var keys []string
 	for _, ce := range configErrors(err) {
 		keys = append(keys, ce.Key)
@@ -519,7 +524,7 @@ func TestLoadConfigSyntaxErrorHintsAtStrings(t *testing.T) {
 	}
 	for _, tc := range tests {
 		path := writeConfig(t, tc.content)
-		_, err := LoadConfig(path, true)
+		_, err := loadConfig(path, true)
 		var perr toml.ParseError
 		if !errors.As(err, &perr) {
 			t.Fatalf("LoadConfig(%q) = %v, want a toml.ParseError", tc.content, err)
@@ -717,7 +722,7 @@ func FuzzLoadConfig(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer os.Remove(path)
-		c, err := LoadConfig(path, true)
+		c, err := loadConfig(path, true)
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "config: ") {
 				t.Errorf("LoadConfig error %q lacks the package prefix", err)
@@ -736,7 +741,7 @@ func FuzzLoadConfig(f *testing.F) {
 			t.Errorf("LoadConfig accepted a config that Validate rejects: %v", err)
 		}
 		// Loading is deterministic.
-		again, err := LoadConfig(path, true)
+		again, err := loadConfig(path, true)
 		if err != nil || !reflect.DeepEqual(c, again) {
 			t.Errorf("second LoadConfig = %+v, %v; want %+v, nil", again, err, c)
 		}

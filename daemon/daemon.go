@@ -31,14 +31,12 @@ type Options struct {
 	// Logger receives the daemon's logs; nil means a text logger on stderr
 	// at the configured level.
 	Logger *slog.Logger
-	// LoadConfig re-reads the configuration on reload (the file and the
-	// flags the daemon was started with). nil makes reload refuse.
-	LoadConfig func() (Config, error)
 }
 
 // A Daemon is one run of localbus serve: its listeners, hub and router.
 type Daemon struct {
 	opts     Options
+	src      Source // read again on every reload
 	log      *slog.Logger
 	level    *slog.LevelVar
 	hub      *hub.Hub
@@ -62,11 +60,17 @@ type Daemon struct {
 // changed (sessions, subscribers) and tells the service manager if so.
 const statusInterval = 2 * time.Second
 
-// Run serves until ctx is done (SIGTERM, SIGINT), reloading on SIGHUP and
-// POST /api/v1/reload, then shuts down gracefully (SPEC §8). A clean
-// shutdown returns nil.
-func Run(ctx context.Context, cfg Config, opts Options) error {
-	d := newDaemon(cfg, opts)
+// Run loads the configuration of src and serves until ctx is done (SIGTERM,
+// SIGINT), reloading on SIGHUP and POST /api/v1/reload, then shuts down
+// gracefully (SPEC §8). A reload reads src again. An invalid configuration
+// is LoadConfig's error, returned before anything starts; a clean shutdown
+// returns nil.
+func Run(ctx context.Context, src Source, opts Options) error {
+	cfg, err := LoadConfig(src)
+	if err != nil {
+		return err
+	}
+	d := newDaemon(cfg, src, opts)
 	// The socket first: a second daemon started by mistake is told that
 	// another one answers there, before it touches the journal.
 	listeners, cleanup, err := d.listen()
@@ -81,8 +85,8 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 }
 
 // newDaemon returns a daemon with its logger and notifier, not yet open.
-func newDaemon(cfg Config, opts Options) *Daemon {
-	d := &Daemon{opts: opts, cfg: cfg, notifier: systemd.NewNotifier(), level: new(slog.LevelVar), conns: newConnTracker()}
+func newDaemon(cfg Config, src Source, opts Options) *Daemon {
+	d := &Daemon{opts: opts, src: src, cfg: cfg, notifier: systemd.NewNotifier(), level: new(slog.LevelVar), conns: newConnTracker()}
 	d.level.Set(cfg.SlogLevel())
 	d.log = opts.Logger
 	if d.log == nil {
@@ -425,23 +429,12 @@ func (d *Daemon) notify(what string, err error) {
 // reloadRequest is POST /api/v1/reload.
 func (d *Daemon) reloadRequest(context.Context) error { return d.reload() }
 
-// restartKeys are the settings a reload cannot change in a running daemon.
-// The http.Server's timeouts and header limit are among them: its serving
-// goroutines read those fields without a lock, so changing them while it
-// runs is a data race.
-var restartKeys = map[string]bool{
-	"socket": true, "socket_mode": true, "socket_group": true, "listen_tcp": true,
-	"state_dir": true, "durability": true, "fsync": true, "fsync_interval": true,
-	"read_header_timeout": true, "idle_timeout": true, "max_header_bytes": true,
-}
-
-// reload re-reads the configuration; an invalid one is refused and the
-// running one kept. On success every stream gets stream:closed (reload) and
-// WebSocket 1001, buses, rings and ids stay, and the new limits apply.
+// reload reads the daemon's Source again; an invalid configuration is
+// refused and the running one kept. On success every stream gets
+// stream:closed (reload) and WebSocket 1001, buses, rings and ids stay, and
+// the new values of Reloadable settings apply; the others keep their running
+// values until a restart, named in the log.
 func (d *Daemon) reload() error {
-	if d.opts.LoadConfig == nil {
-		return errors.New("reload: no configuration source")
-	}
 	d.reloadMu.Lock()
 	defer d.reloadMu.Unlock()
 	if d.stopping {
@@ -449,22 +442,12 @@ func (d *Daemon) reload() error {
 	}
 	d.notify("RELOADING", d.notifier.Reloading())
 	defer func() { d.notify("READY", d.notifier.Ready()) }()
-	next, err := d.opts.LoadConfig()
+	next, err := LoadConfig(d.src)
 	if err != nil {
 		return err
 	}
-	var restart []string
-	for _, k := range d.cfg.Diff(next) {
-		if restartKeys[k] {
-			restart = append(restart, k)
-		}
-	}
-	if len(restart) > 0 {
+	if restart := keepRestartSettings(d.cfg, &next); len(restart) > 0 {
 		d.log.Warn("these settings change only on restart; keeping their running values", "keys", restart)
-		next.Socket, next.SocketMode, next.SocketGroup = d.cfg.Socket, d.cfg.SocketMode, d.cfg.SocketGroup
-		next.ListenTCP, next.StateDir, next.Durability = d.cfg.ListenTCP, d.cfg.StateDir, d.cfg.Durability
-		next.Fsync, next.FsyncInterval = d.cfg.Fsync, d.cfg.FsyncInterval // the journal is open
-		next.ReadHeaderTimeout, next.IdleTimeout, next.MaxHeaderBytes = d.cfg.ReadHeaderTimeout, d.cfg.IdleTimeout, d.cfg.MaxHeaderBytes
 	}
 	auth, err := newAuth(next)
 	if err != nil {

@@ -68,7 +68,7 @@ func keysCommand() *cli.Command {
 // keysFileFlags are the flags that find the keys file.
 func keysFileFlags() []cli.Flag {
 	return []cli.Flag{
-		daemon.ConfigFlag(),
+		configFlag(),
 		&cli.StringFlag{Name: "keys-file", Usage: "the keys file, instead of keys_file from the configuration", TakesFile: true},
 	}
 }
@@ -90,7 +90,7 @@ func keysFile(c *cli.Context) (string, error) {
 	if f := c.String("keys-file"); f != "" {
 		return f, nil
 	}
-	cfg, err := daemon.LoadConfig(c.String("config"), c.IsSet("config"))
+	cfg, err := daemon.LoadConfig(configSource(c))
 	if err != nil {
 		return "", err
 	}

@@ -13,16 +13,9 @@ func serveCommand() *cli.Command {
 		Description: "Serves the event buses on the Unix socket (and on TCP when listen_tcp is set).\n" +
 			"Under systemd socket activation it uses the sockets it is given. SIGHUP reloads the\n" +
 			"configuration; SIGTERM and SIGINT shut down, closing every stream with WebSocket 1001.",
-		Flags: daemon.ServeFlags(),
+		Flags: serveFlags(),
 		Action: func(c *cli.Context) error {
-			cfg, err := daemon.ConfigFromCLI(c)
-			if err != nil {
-				return err
-			}
-			return daemon.Run(c.Context, cfg, daemon.Options{
-				Version:    version,
-				LoadConfig: func() (daemon.Config, error) { return daemon.ConfigFromCLI(c) },
-			})
+			return daemon.Run(c.Context, serveSource(c), daemon.Options{Version: version})
 		},
 	}
 }
