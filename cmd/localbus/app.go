@@ -23,14 +23,13 @@ const (
 
 // newApp builds the command-line application writing to stdout and stderr.
 func newApp(stdout, stderr io.Writer) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:                 "localbus",
 		Usage:                "a local event bus: run the daemon, follow and publish events",
 		Version:              version,
 		Writer:               stdout,
 		ErrWriter:            stderr,
 		EnableBashCompletion: true,
-		HideHelpCommand:      true,
 		Commands: []*cli.Command{
 			serveCommand(),
 			eventsCommand(),
@@ -45,14 +44,36 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			completionCommand(),
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // run maps errors to exit codes
-		OnUsageError: func(c *cli.Context, err error, _ bool) error {
-			return usageError{err}
-		},
+		OnUsageError:   onUsageError,
+	}
+	shortUsageErrors(app.Commands)
+	return app
+}
+
+// shortUsageErrors makes every command in cmds, and their subcommands,
+// report a usage error as onUsageError does, in one line.
+func shortUsageErrors(cmds []*cli.Command) {
+	for _, c := range cmds {
+		if c.OnUsageError == nil {
+			c.OnUsageError = onUsageError
+		}
+		shortUsageErrors(c.Subcommands)
 	}
 }
 
-// usageError marks a command-line mistake: exit 1 with usage on stderr.
-type usageError struct{ err error }
+func init() {
+	// --version prints what the version command prints.
+	cli.VersionPrinter = func(c *cli.Context) { printVersion(c.App.Writer) }
+}
+
+// usageError marks a command-line mistake: run prints it and one line
+// pointing at the help of the command, and exits 1.
+type usageError struct {
+	err error
+	// cmd is the command whose help to point at, "localbus session show";
+	// "" means localbus itself.
+	cmd string
+}
 
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
@@ -69,21 +90,32 @@ func (e exitError) Unwrap() error { return e.err }
 // run runs the application and returns the process exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	app := newApp(stdout, stderr)
-	unknown := false
+	var notFound error
 	app.CommandNotFound = func(c *cli.Context, name string) {
-		unknown = true
-		fmt.Fprintf(stderr, "localbus: unknown command %q\n\n", name)
-		c.App.Writer = stderr
-		cli.ShowAppHelp(c)
+		ue, cmds := usageError{}, c.App.Commands
+		if c.Command != nil && c.Command.Name != "" {
+			ue.cmd, cmds = c.Command.HelpName, c.Command.Subcommands
+		}
+		ue.err = fmt.Errorf("unknown command %q%s", name, didYouMean(name, commandNames(cmds)))
+		notFound = ue
 	}
-	err := app.RunContext(ctx, args)
-	if unknown {
-		return exitUsage
+	err := app.RunContext(ctx, reorderArgs(app, args))
+	if notFound != nil {
+		err = notFound
 	}
 	if err == nil {
 		return exitOK
 	}
 	fmt.Fprintf(stderr, "localbus: %v\n", err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		cmd := ue.cmd
+		if cmd == "" {
+			cmd = "localbus"
+		}
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd)
+		return exitUsage
+	}
 	var ee exitError
 	if errors.As(err, &ee) {
 		return ee.code
@@ -96,8 +128,17 @@ func versionCommand() *cli.Command {
 		Name:  "version",
 		Usage: "print the version",
 		Action: func(c *cli.Context) error {
-			fmt.Fprintf(c.App.Writer, "localbus %s\n", version)
+			if err := checkArgs(c, 0, 0, "no arguments"); err != nil {
+				return err
+			}
+			printVersion(c.App.Writer)
 			return nil
 		},
 	}
+}
+
+// printVersion writes the one version line of both "localbus version" and
+// "localbus --version".
+func printVersion(w io.Writer) {
+	fmt.Fprintf(w, "localbus %s\n", version)
 }

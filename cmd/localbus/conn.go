@@ -89,41 +89,39 @@ func callDaemon(c *cli.Context, call func(ctx context.Context, cl *client.Client
 	return clientError(err)
 }
 
-// onUsageError shows the command's help on stderr and makes run exit 1
-// with the error as the last line.
+// onUsageError makes a command-line mistake of the command c a
+// usageError: run prints it with one line pointing at the command's help,
+// and exits 1. An unknown flag gets a did-you-mean.
 func onUsageError(c *cli.Context, err error, _ bool) error {
-	showHelpOnStderr(c)
-	return usageError{err}
+	ue := usageError{err: err}
+	flags := c.App.Flags
+	if c.Command != nil && c.Command.Name != "" {
+		ue.cmd = c.Command.HelpName
+		flags = c.Command.Flags
+	}
+	const undefined = "flag provided but not defined: "
+	if name, ok := strings.CutPrefix(err.Error(), undefined); ok {
+		dashes := "--"
+		if len(strings.TrimLeft(name, "-")) == 1 {
+			dashes = "-"
+		}
+		name = dashes + strings.TrimLeft(name, "-")
+		ue.err = fmt.Errorf("unknown flag %s%s", name, didYouMean(name, flagNames(flags)))
+	}
+	return ue
 }
 
-// usagef is a usage error of the command, shown with its help on stderr.
+// usagef is a usage error of the command c.
 func usagef(c *cli.Context, format string, args ...any) error {
 	return onUsageError(c, fmt.Errorf(format, args...), true)
 }
 
-func showHelpOnStderr(c *cli.Context) {
-	if c.Command == nil {
-		return
-	}
-	templ := cli.CommandHelpTemplate
-	if len(c.Command.Subcommands) > 0 {
-		templ = cli.SubcommandHelpTemplate
-	}
-	cli.HelpPrinter(c.App.ErrWriter, templ, c.Command)
-}
-
 // checkArgs returns a usage error unless the command has min to max
-// arguments; want describes them. A flag after the arguments, which
-// urfave/cli takes for an argument, is named as the mistake it is.
+// arguments; want describes them.
 func checkArgs(c *cli.Context, min, max int, want string) error {
 	n := c.NArg()
 	if n >= min && n <= max {
 		return nil
-	}
-	for _, a := range c.Args().Slice() {
-		if strings.HasPrefix(a, "-") && a != "-" {
-			return usagef(c, "flags go before the arguments: move %s before %q", a, c.Args().First())
-		}
 	}
 	if n < min {
 		return usagef(c, "missing arguments: want %s", want)

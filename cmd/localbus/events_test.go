@@ -332,7 +332,7 @@ func TestEventsExitCodes(t *testing.T) {
 		{"bad since", []string{"--session", "s", "--since", "-1"}, exitUsage, "--since must be an event id"},
 		{"session and family", []string{"--session", "s", "--family", "f"}, exitUsage, "give --session or --family, not both"},
 		{"bad transport", []string{"--session", "s", "--transport", "carrier-pigeon"}, exitUsage, "--transport must be sse or ws"},
-		{"unknown flag", []string{"--sesion", "s"}, exitUsage, "flag provided but not defined"},
+		{"unknown flag", []string{"--sesion", "s"}, exitUsage, "unknown flag --sesion"},
 		{"an argument", []string{"s"}, exitUsage, "want no arguments"},
 	}
 	for _, tt := range tests {

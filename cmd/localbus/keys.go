@@ -111,7 +111,7 @@ func loadKeys(c *cli.Context) (string, *access.Keyring, error) {
 // noArgs refuses positional arguments on a command that takes none.
 func noArgs(c *cli.Context) error {
 	if c.NArg() > 0 {
-		return usageError{fmt.Errorf("%s takes no arguments, got %q", c.Command.FullName(), c.Args().First())}
+		return usagef(c, "%s takes no arguments, got %q", c.Command.FullName(), c.Args().First())
 	}
 	return nil
 }
@@ -123,7 +123,7 @@ func keysAdd(c *cli.Context) error {
 	// Checked here rather than with Required, which prints the help on
 	// stdout, where only the key belongs.
 	if !c.IsSet("name") || !c.IsSet("scope") {
-		return usageError{errors.New("keys add needs --name NAME and at least one --scope SCOPE")}
+		return usagef(c, "keys add needs --name NAME and at least one --scope SCOPE")
 	}
 	var scopes []access.Scope
 	for _, s := range c.StringSlice("scope") {
@@ -187,7 +187,7 @@ func keysList(c *cli.Context) error {
 
 func keysRevoke(c *cli.Context) error {
 	if c.NArg() != 1 {
-		return usageError{errors.New("keys revoke takes one argument, the key's NAME")}
+		return usagef(c, "keys revoke takes one argument, the key's NAME")
 	}
 	name := c.Args().First()
 	path, ring, err := loadKeys(c)

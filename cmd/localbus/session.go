@@ -32,7 +32,7 @@ func sessionCommand() *cli.Command {
 			if c.NArg() == 0 {
 				return usagef(c, "want a command: create, list, show or delete")
 			}
-			return usagef(c, "unknown command %q: want create, list, show or delete", c.Args().First())
+			return usagef(c, "unknown command %q%s: want create, list, show or delete", c.Args().First(), didYouMean(c.Args().First(), commandNames(c.Command.Subcommands)))
 		},
 		HideHelpCommand: true,
 		OnUsageError:    onUsageError,

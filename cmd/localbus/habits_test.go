@@ -1,0 +1,128 @@
+package main
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/localbus/localbus/daemon/daemontest"
+)
+
+func TestFlagsMayComeAfterTheArguments(t *testing.T) {
+	t.Parallel()
+	d := daemontest.Start(t, daemontest.Options{})
+	if r := runBin(t, "", "session", "create", "s1", "--socket", d.Socket); r.code != exitOK {
+		t.Fatalf("session create s1 --socket S: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r := runBin(t, "", "session", "show", "s1", "--json", "--socket", d.Socket)
+	if r.code != exitOK {
+		t.Fatalf("session show s1 --json --socket S: exit %d, stderr %q", r.code, r.stderr)
+	}
+	var info struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &info); err != nil || info.ID != "s1" {
+		t.Fatalf("session show s1 --json: stdout %q (%v), want the session as JSON", r.stdout, err)
+	}
+	// A value that looks like a flag stays an argument after "--", and
+	// "-" is stdin wherever it stands.
+	if r := runBin(t, "", "publish", "--session", "s1", "n:neg", "--socket", d.Socket, "--", "-5"); r.code != exitOK {
+		t.Fatalf("publish … -- -5: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := runBin(t, `{"from":"stdin"}`, "publish", "n:in", "-", "--session=s1", "--socket", d.Socket); r.code != exitOK {
+		t.Fatalf("publish n:in - --session=s1: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = runBin(t, "", "events", "--since", "0", "--count", "2", "--raw", "--socket", d.Socket, "--session", "s1")
+	if r.code != exitOK {
+		t.Fatalf("events: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stdout, `"data":-5`) || !strings.Contains(r.stdout, `"data":{"from":"stdin"}`) {
+		t.Errorf("events stdout %q, want the events -5 and {\"from\":\"stdin\"}", r.stdout)
+	}
+}
+
+func TestUsageErrorsAreOneLineAndAPointerToHelp(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		says string
+		help string
+	}{
+		{"mistyped command", []string{"sesion", "list"}, `unknown command "sesion" (did you mean "session"?)`, "localbus"},
+		{"mistyped subcommand", []string{"session", "shwo", "x"}, `unknown command "shwo" (did you mean "show"?)`, "localbus session"},
+		{"mistyped keys subcommand", []string{"keys", "ad"}, `unknown command "ad" (did you mean "add"?)`, "localbus keys"},
+		{"mistyped flag", []string{"events", "--sesion", "x"}, `unknown flag --sesion (did you mean "--session"?)`, "localbus events"},
+		{"mistyped flag after an argument", []string{"session", "show", "x", "--jsn"}, `unknown flag --jsn (did you mean "--json"?)`, "localbus session show"},
+		{"unknown flag", []string{"status", "--frobnicate"}, "unknown flag --frobnicate\n", "localbus status"},
+		{"unknown flag of a command group", []string{"keys", "--frobnicate"}, "unknown flag --frobnicate\n", "localbus keys"},
+		{"mistyped flag of a subcommand", []string{"systemd", "print", "--usr"}, `unknown flag --usr (did you mean "--user"?)`, "localbus systemd print"},
+		{"missing argument", []string{"session", "show"}, "missing arguments: want one session ID", "localbus session show"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := runBin(t, "", tt.args...)
+			if r.code != exitUsage || r.stdout != "" {
+				t.Errorf("exit %d, stdout %q; want %d and nothing", r.code, r.stdout, exitUsage)
+			}
+			lines := strings.SplitAfter(strings.TrimSuffix(r.stderr, "\n"), "\n")
+			hint := "Run '" + tt.help + " --help' for usage."
+			if len(lines) != 2 || !strings.Contains(lines[0], tt.says) || lines[1] != hint {
+				t.Errorf("stderr %q; want the line %q and then %q", r.stderr, tt.says, hint)
+			}
+		})
+	}
+}
+
+func TestHelpCommandPrintsTheHelp(t *testing.T) {
+	t.Parallel()
+	r := runBin(t, "", "help")
+	if r.code != exitOK || !strings.Contains(r.stdout, "USAGE:") || !strings.Contains(r.stdout, "events") {
+		t.Errorf("localbus help: exit %d, stdout %q, stderr %q; want the help", r.code, r.stdout, r.stderr)
+	}
+	r = runBin(t, "", "help", "events")
+	if r.code != exitOK || !strings.Contains(r.stdout, "localbus events - follow a stream of events") {
+		t.Errorf("localbus help events: exit %d, stdout %q, stderr %q; want the help of events", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestVersionCommandAndFlagPrintTheSameLine(t *testing.T) {
+	t.Parallel()
+	cmd := runBin(t, "", "version")
+	flag := runBin(t, "", "--version")
+	if cmd.code != exitOK || flag.code != exitOK || cmd.stdout != flag.stdout || !strings.HasPrefix(cmd.stdout, "localbus ") || strings.Count(cmd.stdout, "\n") != 1 {
+		t.Errorf("version: %d %q; --version: %d %q; want the same one line", cmd.code, cmd.stdout, flag.code, flag.stdout)
+	}
+}
+
+func TestReorderArgsMovesOnlyTheLastCommandsFlags(t *testing.T) {
+	app := &cli.App{Commands: []*cli.Command{{
+		Name: "session",
+		Subcommands: []*cli.Command{{
+			Name:  "show",
+			Flags: []cli.Flag{&cli.BoolFlag{Name: "json"}, &cli.StringFlag{Name: "socket", Aliases: []string{"S"}}},
+		}},
+	}, {Name: "raw", SkipFlagParsing: true}}}
+	tests := []struct{ in, want string }{
+		{"session show ID --json", "session show --json ID"},
+		{"session show ID --socket S --json", "session show --socket S --json ID"},
+		{"session show ID -S S", "session show -S S ID"},
+		{"session show ID --socket=S", "session show --socket=S ID"},
+		{"session show --json -- -ID", "session show --json -- -ID"},
+		{"session show - --json", "session show --json -"},
+		{"session show ID --socket", "session show ID --socket"},
+		{"raw a --b", "raw a --b"},
+		{"--help session", "--help session"},
+		{"unknown a --b", "unknown a --b"},
+	}
+	for _, tt := range tests {
+		got := reorderArgs(app, append([]string{"localbus"}, strings.Fields(tt.in)...))
+		if want := append([]string{"localbus"}, strings.Fields(tt.want)...); !slices.Equal(got, want) {
+			t.Errorf("reorderArgs(%q) = %q, want %q", tt.in, got[1:], want[1:])
+		}
+	}
+}
