@@ -39,6 +39,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			reloadCommand(),
 			keysCommand(),
 			systemdCommand(),
+			socketCommand(),
 			versionCommand(),
 			benchCommand(),
 			completionCommand(),

@@ -13,7 +13,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/localbus/localbus/cmd/localbus/bench"
-	"github.com/localbus/localbus/ipc/client"
 )
 
 // benchCommand is "localbus bench": load a running daemon and report what
@@ -79,7 +78,7 @@ func runBench(c *cli.Context) error {
 		Settle: c.Duration("settle"), Timeout: c.Duration("timeout"),
 	}
 	if cfg.Socket == "" && cfg.URL == "" {
-		cfg.Socket = client.DefaultSocketPath()
+		cfg.Socket = socketPath(c)
 	}
 	if !c.Bool("quiet") {
 		cfg.Progress = c.App.ErrWriter

@@ -25,7 +25,7 @@ func connFlags() []cli.Flag {
 			Name:        "socket",
 			Usage:       "the daemon's Unix socket `PATH`",
 			EnvVars:     []string{"LOCALBUS_SOCKET"},
-			DefaultText: client.DefaultSocketPath(),
+			DefaultText: "$XDG_RUNTIME_DIR/localbus/localbus.sock, else " + client.SystemSocketPath + " (see localbus socket)",
 			TakesFile:   true,
 			Category:    "Connection",
 		},
@@ -61,7 +61,11 @@ func jsonFlag(usage string) cli.Flag {
 
 // newClient returns the client the connection flags describe.
 func newClient(c *cli.Context) *client.Client {
-	return &client.Client{Socket: c.String("socket"), URL: c.String("url"), Key: c.String("key")}
+	cl := &client.Client{URL: c.String("url"), Key: c.String("key")}
+	if cl.URL == "" {
+		cl.Socket = socketPath(c)
+	}
+	return cl
 }
 
 // requestTimeout bounds one REST call of a command, so a wedged daemon

@@ -76,7 +76,7 @@ func keysFileFlags() []cli.Flag {
 func socketFlag() cli.Flag {
 	return &cli.StringFlag{
 		Name: "socket", Usage: "the daemon's Unix socket, to ask it to reload",
-		EnvVars: []string{"LOCALBUS_SOCKET"}, DefaultText: daemon.DefaultSocketPath(), TakesFile: true,
+		EnvVars: []string{"LOCALBUS_SOCKET"}, DefaultText: "as localbus socket prints", TakesFile: true,
 	}
 }
 
@@ -210,10 +210,7 @@ func keysRevoke(c *cli.Context) error {
 // outcomes is an error: the keys file is already saved, and keys add has
 // already printed the key, which a script must not lose to a failed exit.
 func reloadAfterChange(c *cli.Context) {
-	socket := c.String("socket")
-	if socket == "" {
-		socket = daemon.DefaultSocketPath()
-	}
+	socket := socketPath(c)
 	w := c.App.ErrWriter
 	status, msg, err := requestReload(c.Context, socket, c.String("key"))
 	switch {

@@ -353,7 +353,7 @@ func TestSessionCommands(t *testing.T) {
 	} else {
 		oneLine(t, "show", r.stderr, `no such session "b-17" (404 not_found)`)
 	}
-	if r := run("show"); r.code != exitUsage || !strings.HasSuffix(r.stderr, "missing arguments: want one session ID\n") {
+	if r := run("show"); r.code != exitUsage || r.stderr != "localbus: missing arguments: want one session ID\nRun 'localbus session show --help' for usage.\n" {
 		t.Errorf("show without id: exit %d, stderr %q", r.code, r.stderr)
 	}
 	for _, args := range [][]string{{"session"}, {"session", "frobnicate"}} {

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/localbus/localbus/daemon/daemontest"
+)
+
+// nobody is the unprivileged user the tests run the CLI as when they run
+// as root.
+const nobody = 65534
+
+// buildWithSystemSocket builds the CLI with its system socket at sys, so a
+// test can serve "the system daemon" in its temporary directory.
+func buildWithSystemSocket(t *testing.T, sys string) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	bin := filepath.Join(t.TempDir(), "localbus")
+	cmd := exec.Command("go", "build", "-o", bin, "-ldflags", "-X main.systemSocket="+sys, ".")
+	cmd.Dir = filepath.Dir(file)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runAs runs bin with args and exactly the environment env, as the user
+// uid when the test runs as root (else as the test's user).
+func runAs(t *testing.T, uid int, env []string, bin string, args ...string) binResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), e2eWait)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = env
+	cmd.Dir = "/"
+	if os.Geteuid() == 0 && uid != 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	code := 0
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("localbus %s: %v", strings.Join(args, " "), err)
+	}
+	return binResult{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+// openDir makes dir and its parents up to the temporary directory
+// searchable by everyone, so another user can reach a socket in it.
+func openDir(t *testing.T, dir string) {
+	t.Helper()
+	for d := dir; d != "/" && d != os.TempDir() && d != "."; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestSocketPrintsThePathTheCommandsUse(t *testing.T) {
+	t.Parallel()
+	bin := daemontest.Binary(t)
+	env := []string{"PATH=/usr/bin:/bin", "HOME=/"}
+	if r := runAs(t, 0, append(env, "LOCALBUS_SOCKET=/srv/lb.sock"), bin, "socket"); r.code != exitOK || r.stdout != "/srv/lb.sock\n" {
+		t.Errorf("LOCALBUS_SOCKET=/srv/lb.sock localbus socket: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := runAs(t, 0, env, bin, "socket", "--socket", "/srv/other.sock"); r.code != exitOK || r.stdout != "/srv/other.sock\n" {
+		t.Errorf("localbus socket --socket /srv/other.sock: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if os.Geteuid() == 0 {
+		if r := runAs(t, 0, append(env, "XDG_RUNTIME_DIR=/run/user/0"), bin, "socket"); r.stdout != "/run/localbus/localbus.sock\n" {
+			t.Errorf("localbus socket as root: stdout %q, want the system socket", r.stdout)
+		}
+	}
+}
+
+func TestNonRootCLIFallsBackToTheSystemSocket(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	sys := filepath.Join(dir, "sys", "localbus.sock")
+	userRun := filepath.Join(dir, "user")
+	for _, d := range []string{filepath.Dir(sys), userRun} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	openDir(t, userRun)
+	if os.Geteuid() == 0 {
+		if err := os.Chown(userRun, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := buildWithSystemSocket(t, sys)
+	uid := nobody
+	if os.Geteuid() != 0 {
+		uid = os.Geteuid()
+	}
+	env := []string{"PATH=/usr/bin:/bin", "HOME=/", "XDG_RUNTIME_DIR=" + userRun}
+	own := filepath.Join(userRun, "localbus", "localbus.sock")
+
+	// No socket anywhere: the user's own path, so the error names it.
+	if r := runAs(t, uid, env, bin, "socket"); r.stdout != own+"\n" {
+		t.Errorf("localbus socket with no daemon: stdout %q, want %q", r.stdout, own)
+	}
+
+	daemontest.Start(t, daemontest.Options{Socket: sys, Args: []string{"--socket-mode", "0666"}})
+	if r := runAs(t, uid, env, bin, "socket"); r.stdout != sys+"\n" {
+		t.Errorf("localbus socket with only the system daemon: stdout %q, stderr %q, want %q", r.stdout, r.stderr, sys)
+	}
+	if r := runAs(t, uid, env, bin, "status"); r.code != exitOK || !strings.Contains(r.stdout, sys) {
+		t.Errorf("localbus status as uid %d without a socket of its own: exit %d, stdout %q, stderr %q; want the system daemon's status", uid, r.code, r.stdout, r.stderr)
+	}
+
+	// The user's own socket wins once it exists.
+	if err := os.MkdirAll(filepath.Dir(own), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(own, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		for _, p := range []string{filepath.Dir(own), own} {
+			if err := os.Chown(p, nobody, nobody); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if r := runAs(t, uid, env, bin, "socket"); r.stdout != own+"\n" {
+		t.Errorf("localbus socket with a socket of its own: stdout %q, want %q", r.stdout, own)
+	}
+}
+
+func TestDefaultSocketRule(t *testing.T) {
+	env := func(k string) string {
+		if k == "XDG_RUNTIME_DIR" {
+			return "/run/user/1000"
+		}
+		return ""
+	}
+	own := "/run/user/1000/localbus/localbus.sock"
+	tests := []struct {
+		name    string
+		euid    int
+		present []string
+		want    string
+	}{
+		{"root", 0, nil, systemSocket},
+		{"user with a daemon of their own", 1000, []string{own, systemSocket}, own},
+		{"user with only the system daemon", 1000, []string{systemSocket}, systemSocket},
+		{"user with no daemon", 1000, nil, own},
+	}
+	for _, tt := range tests {
+		exists := func(p string) bool { return strings.Contains(strings.Join(tt.present, "\n"), p) }
+		if got := defaultSocket(tt.euid, env, exists); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
