@@ -158,6 +158,7 @@ func TestUnitsCarryTheContract(t *testing.T) {
 			"Socket/ListenStream": "/run/localbus/localbus.sock",
 		},
 		"localbus.service": {
+			"Service/DynamicUser":           "yes",
 			"Service/ProtectSystem":         "strict",
 			"Service/ProtectHome":           "yes",
 			"Service/PrivateTmp":            "yes",

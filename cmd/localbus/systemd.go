@@ -13,18 +13,28 @@ import (
 func systemdCommand() *cli.Command {
 	userFlag := &cli.BoolFlag{Name: "user", Usage: "the per-user units (systemctl --user) instead of the system ones"}
 	binFlag := &cli.StringFlag{Name: "binary", Usage: "the localbus executable the service runs", DefaultText: "this executable"}
-	units := func(c *cli.Context) ([]systemd.Unit, error) {
+	// units returns the units and what stands in the way of the service
+	// running the binary ("" for nothing).
+	units := func(c *cli.Context) (us []systemd.Unit, problem string, err error) {
 		bin := c.String("binary")
 		if bin == "" {
 			exe, err := os.Executable()
 			if err != nil {
-				return nil, err
+				return nil, "", err
 			}
 			if bin, err = filepath.EvalSymlinks(exe); err != nil {
-				return nil, err
+				return nil, "", err
 			}
 		}
-		return systemd.Units(c.Bool("user"), bin)
+		if us, err = systemd.Units(c.Bool("user"), bin); err != nil {
+			return nil, "", err
+		}
+		if problem = systemd.BinaryProblem(us, bin); problem != "" {
+			problem += fmt.Sprintf("; install the binary where the service can run it, then name it:\n"+
+				"  install -m 0755 %s /usr/local/bin/\n"+
+				"  localbus systemd %s --binary /usr/local/bin/localbus", bin, c.Command.Name)
+		}
+		return us, problem, nil
 	}
 	return &cli.Command{
 		Name:  "systemd",
@@ -35,9 +45,12 @@ func systemdCommand() *cli.Command {
 				Usage: "print the unit files",
 				Flags: []cli.Flag{userFlag, binFlag},
 				Action: func(c *cli.Context) error {
-					us, err := units(c)
+					us, problem, err := units(c)
 					if err != nil {
 						return err
+					}
+					if problem != "" {
+						fmt.Fprintf(c.App.ErrWriter, "localbus: warning: %s\n", problem)
 					}
 					for i, u := range us {
 						if i > 0 {
@@ -53,12 +66,25 @@ func systemdCommand() *cli.Command {
 				Usage: "write the unit files where the service manager finds them",
 				Description: "Writes localbus.socket and localbus.service to /etc/systemd/system, or with --user to\n" +
 					"$XDG_CONFIG_HOME/systemd/user. Then run: systemctl [--user] daemon-reload &&\n" +
-					"systemctl [--user] enable --now localbus.socket",
-				Flags: []cli.Flag{userFlag, binFlag, &cli.StringFlag{Name: "dir", Usage: "install into this directory instead"}},
+					"systemctl [--user] enable --now localbus.socket\n" +
+					"\n" +
+					"The system service runs as an unprivileged user of its own and cannot see home\n" +
+					"directories or /tmp, so it refuses (exit 1) a --binary there, or one others cannot\n" +
+					"run (install -m 0755 localbus /usr/local/bin/ first); --force installs anyway.",
+				Flags: []cli.Flag{userFlag, binFlag,
+					&cli.StringFlag{Name: "dir", Usage: "install into this directory instead"},
+					&cli.BoolFlag{Name: "force", Usage: "install even when the service could not run the binary"},
+				},
 				Action: func(c *cli.Context) error {
-					us, err := units(c)
+					us, problem, err := units(c)
 					if err != nil {
 						return err
+					}
+					if problem != "" {
+						if !c.Bool("force") {
+							return fmt.Errorf("%s\n(or pass --force to install the units anyway)", problem)
+						}
+						fmt.Fprintf(c.App.ErrWriter, "localbus: warning: %s\n", problem)
 					}
 					dir := c.String("dir")
 					if dir == "" {

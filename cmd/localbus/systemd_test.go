@@ -52,3 +52,39 @@ func TestSystemdPrintRefusesRelativeBinary(t *testing.T) {
 		t.Errorf("stderr = %q, want it to say the path is not absolute", errb.String())
 	}
 }
+
+func TestSystemdInstallRefusesABinaryUnderAProtectedHome(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "units")
+	const inHome = "/home/alice/go/bin/localbus"
+	r := runBin(t, "", "systemd", "install", "--dir", dir, "--binary", inHome)
+	if r.code != exitUsage {
+		t.Errorf("systemd install --binary %s: exit %d, want %d", inHome, r.code, exitUsage)
+	}
+	for _, want := range []string{inHome, "ProtectHome=yes", "install -m 0755 " + inHome + " /usr/local/bin/", "--binary /usr/local/bin/localbus", "--force"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr %q does not say %q", r.stderr, want)
+		}
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("refused install left %s behind (%v)", dir, err)
+	}
+
+	r = runBin(t, "", "systemd", "install", "--force", "--dir", dir, "--binary", inHome)
+	if r.code != exitOK || !strings.Contains(r.stderr, "warning: ") || !strings.Contains(r.stderr, "ProtectHome=yes") {
+		t.Errorf("systemd install --force: exit %d, stderr %q; want 0 and a warning", r.code, r.stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "localbus.service")); err != nil || !strings.Contains(string(b), "ExecStart="+inHome+" serve") {
+		t.Errorf("--force did not install the service: %v\n%s", err, b)
+	}
+
+	// The per-user service runs as the user, who can run a binary in their
+	// home.
+	userDir := filepath.Join(t.TempDir(), "user-units")
+	if r := runBin(t, "", "systemd", "install", "--user", "--dir", userDir, "--binary", inHome); r.code != exitOK || strings.Contains(r.stderr, "warning") {
+		t.Errorf("systemd install --user --binary %s: exit %d, stderr %q; want 0 and no warning", inHome, r.code, r.stderr)
+	}
+	if r := runBin(t, "", "systemd", "install", "--dir", filepath.Join(t.TempDir(), "ok"), "--binary", "/usr/local/bin/localbus"); r.code != exitOK || r.stderr != "" {
+		t.Errorf("systemd install --binary /usr/local/bin/localbus: exit %d, stderr %q; want 0 and nothing", r.code, r.stderr)
+	}
+}
