@@ -1,12 +1,15 @@
 package ipc
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/ipc/access"
+	"github.com/localbus/localbus/ipc/internal/framewriter"
 )
 
 // streamTarget is the bus a stream request reads and the restriction it
@@ -217,4 +220,109 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 	case kindWS:
 		h.runWS(w, r, sub, refusal, done)
 	}
+}
+
+// refuse sends a refused stream its terminal frame and closes it: an SSE
+// stream's retry: line and the frame; a WebSocket's message, then the close
+// handshake with 1013.
+func refuse(w framewriter.Writer, refusal *bus.Frame) {
+	wb := framewriter.GetBuf()
+	err := w.Write(wb, []*bus.Frame{refusal}, nil, true)
+	framewriter.PutBuf(wb)
+	if err != nil {
+		w.Close(bus.EndNone)
+		return
+	}
+	w.Close(framewriter.EndSubscriberLimit)
+}
+
+// streamEnd is the reason to close a stream with, from pump's results.
+func streamEnd(end bus.EndReason, ok bool) bus.EndReason {
+	if !ok {
+		return bus.EndNone
+	}
+	return end
+}
+
+// pump is the one loop of every stream, SSE or WebSocket: each wake-up it
+// takes every queued frame and writes them in one Write (serialized once
+// by the bus, shared by every subscriber, coalesced into one system call
+// by the writer), sends control replies in between, and pings a stream
+// that was quiet for a keepalive interval. It returns when the stream
+// ended (ok, with why, its terminal frame written) or the connection
+// failed or ctx ended (not ok).
+func pump(ctx context.Context, sub *bus.Subscription, w framewriter.Writer, replies <-chan []byte, o *Options) (end bus.EndReason, ok bool) {
+	keepalive := newKeepalive(o.Keepalive)
+	defer keepalive.stop()
+	for {
+		wb := framewriter.GetBuf()
+		var ended bool
+		wb.Frames, ended = sub.Take(wb.Frames)
+		n := len(wb.Frames)
+		err := w.Write(wb, wb.Frames, nil, ended)
+		framewriter.PutBuf(wb)
+		if err != nil {
+			return bus.EndNone, false
+		}
+		if ended {
+			return sub.End(), true
+		}
+		if n > 0 {
+			keepalive.wrote()
+		}
+		select {
+		case <-sub.Ready():
+		case reply := <-replies:
+			wb := framewriter.GetBuf()
+			err := w.Write(wb, nil, reply, false)
+			framewriter.PutBuf(wb)
+			if err != nil {
+				return bus.EndNone, false
+			}
+		case <-keepalive.C():
+			if !keepalive.due() {
+				continue
+			}
+			pctx, cancel := context.WithTimeout(ctx, o.Keepalive)
+			err := w.Ping(pctx)
+			cancel()
+			if err != nil {
+				return bus.EndNone, false // the peer did not answer: close it
+			}
+			keepalive.wrote()
+		case <-ctx.Done():
+			return bus.EndNone, false
+		}
+	}
+}
+
+// keepalive times the pings of a quiet stream: one every interval of
+// silence. Writes only note their time; the timer is moved when it fires
+// early, not on every write, which would cost a timer update per wake-up.
+type keepalive struct {
+	t        *time.Timer
+	interval time.Duration
+	last     time.Time
+}
+
+func newKeepalive(interval time.Duration) *keepalive {
+	return &keepalive{t: time.NewTimer(interval), interval: interval, last: time.Now()}
+}
+
+func (k *keepalive) C() <-chan time.Time { return k.t.C }
+func (k *keepalive) stop()               { k.t.Stop() }
+
+// wrote notes that the stream just sent something.
+func (k *keepalive) wrote() { k.last = time.Now() }
+
+// due reports, after the timer fired, whether a ping is due; if not, it
+// sets the timer for the end of the current silence. When a ping is due
+// the timer is set for the next interval.
+func (k *keepalive) due() bool {
+	if quiet := time.Since(k.last); quiet < k.interval {
+		k.t.Reset(k.interval - quiet)
+		return false
+	}
+	k.t.Reset(k.interval)
+	return true
 }

@@ -7,27 +7,12 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/ipc/internal/framewriter"
 )
 
 // Subprotocol is the WebSocket subprotocol the server selects when a browser
 // offers "localbus-key.<key>, localbus-key" to authenticate (SPEC §7).
 const Subprotocol = "localbus-key"
-
-// closeFor maps why a subscription ended to the WebSocket close code and
-// reason (SPEC §3.3); the same reason went in-band as the terminal frame.
-func closeFor(end bus.EndReason) (websocket.StatusCode, string) {
-	switch end {
-	case bus.EndLagged:
-		return websocket.StatusTryAgainLater, "lagged"
-	case bus.EndSessionDeleted:
-		return websocket.StatusNormalClosure, "session deleted"
-	case bus.EndShutdown:
-		return websocket.StatusGoingAway, "shutdown"
-	case bus.EndReload:
-		return websocket.StatusGoingAway, "reload"
-	}
-	return websocket.StatusNormalClosure, ""
-}
 
 // runWS serves a stream over WebSocket (SPEC §3.3, §5): one text frame per
 // envelope, control frames read by a second goroutine, pings every
@@ -37,39 +22,33 @@ func closeFor(end bus.EndReason) (websocket.StatusCode, string) {
 // Once the upgrade is done the stream runs in goroutines of its own and
 // runWS returns, so that net/http releases the connection's buffers and
 // goroutine; done is called when the stream is over. coder/websocket runs
-// the protocol over a wsConn; the writer sends the messages itself, every
-// frame of a wake-up in one writev (see wsConn).
+// the protocol; the writer sends the messages itself, every frame of a
+// wake-up in one writev (see framewriter.WS).
 func (h *Handler) runWS(w http.ResponseWriter, r *http.Request, sub *bus.Subscription, refusal *bus.Frame, done func()) {
 	o := h.options()
-	hw := &wsHijacker{ResponseWriter: w}
-	c, err := websocket.Accept(hw, r, &websocket.AcceptOptions{
+	s, err := framewriter.AcceptWS(w, r, &websocket.AcceptOptions{
 		Subprotocols: []string{Subprotocol},
 		// Origin is checked by the authenticator, before the upgrade, with
 		// the daemon's own policy (SPEC §7).
 		InsecureSkipVerify: true,
-	})
+	}, o.WriteTimeout)
 	if err != nil {
 		done()
 		return // Accept answered the request
 	}
 	go func() {
 		defer done()
-		defer c.CloseNow()
 		if sub == nil {
-			wb := getWriteBuf()
-			err := hw.conn.writeText(nil, refusal.JSON(), wb, o.WriteTimeout)
-			putWriteBuf(wb)
-			if err == nil {
-				c.Close(websocket.StatusTryAgainLater, "subscriber limit")
-			}
+			refuse(s, refusal)
 			return
 		}
-		h.serveWS(c, hw.conn, sub, o)
+		serveWS(s, sub, o)
 	}()
 }
 
 // serveWS runs an accepted stream until it ends or the connection fails.
-func (h *Handler) serveWS(c *websocket.Conn, wc *wsConn, sub *bus.Subscription, o *Options) {
+func serveWS(s *framewriter.WS, sub *bus.Subscription, o *Options) {
+	c := s.Conn()
 	c.SetReadLimit(MaxControlFrame)
 	// Not r.Context(): the request is over once the connection is hijacked.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -88,11 +67,8 @@ func (h *Handler) serveWS(c *websocket.Conn, wc *wsConn, sub *bus.Subscription, 
 		cancel()
 		<-readerDone
 	}()
-
-	if end, ok := h.writeWS(ctx, c, wc, sub, replies, o); ok {
-		code, reason := closeFor(end)
-		c.Close(code, reason)
-	}
+	end, ok := pump(ctx, sub, s, replies, o)
+	s.Close(streamEnd(end, ok))
 }
 
 // readControl reads control frames until the connection fails or closes,
@@ -113,53 +89,6 @@ func readControl(ctx context.Context, c *websocket.Conn, sub *bus.Subscription, 
 		case replies <- reply:
 		case <-ctx.Done():
 			return
-		}
-	}
-}
-
-// writeWS writes frames and replies until the stream ends (ok, with why) or
-// the connection fails (not ok).
-func (h *Handler) writeWS(ctx context.Context, c *websocket.Conn, wc *wsConn, sub *bus.Subscription, replies <-chan []byte, o *Options) (end bus.EndReason, ok bool) {
-	keepalive := newKeepalive(o.Keepalive)
-	defer keepalive.stop()
-	for {
-		wb := getWriteBuf()
-		var ended bool
-		wb.frames, ended = sub.Take(wb.frames)
-		err := wc.writeText(wb.frames, nil, wb, o.WriteTimeout)
-		n := len(wb.frames)
-		putWriteBuf(wb)
-		if err != nil {
-			return "", false
-		}
-		if ended {
-			return sub.End(), true
-		}
-		if n > 0 {
-			keepalive.wrote()
-		}
-		select {
-		case <-sub.Ready():
-		case reply := <-replies:
-			wb := getWriteBuf()
-			err := wc.writeText(nil, reply, wb, o.WriteTimeout)
-			putWriteBuf(wb)
-			if err != nil {
-				return "", false
-			}
-		case <-keepalive.C():
-			if !keepalive.due() {
-				continue
-			}
-			pctx, cancel := context.WithTimeout(ctx, o.Keepalive)
-			err := c.Ping(pctx)
-			cancel()
-			if err != nil {
-				return "", false // the peer did not answer: close it
-			}
-			keepalive.wrote()
-		case <-ctx.Done():
-			return "", false
 		}
 	}
 }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package ipc
+package framewriter
 
 import (
 	"net"
@@ -13,6 +13,6 @@ const canWritev = false
 // vecState is unused where writev is not.
 type vecState struct{}
 
-func writev(syscall.RawConn, net.Conn, [][]byte, *writeBuf, time.Duration) error {
-	panic("ipc: writev is only used on Linux")
+func writev(syscall.RawConn, net.Conn, [][]byte, *Buf, time.Duration) error {
+	panic("framewriter: writev is only used on Linux")
 }

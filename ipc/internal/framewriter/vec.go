@@ -1,4 +1,4 @@
-package ipc
+package framewriter
 
 import (
 	"net"
@@ -35,7 +35,7 @@ func newVecConn(c net.Conn) vecConn {
 // A write that the socket takes at once sets no deadline: setting one
 // costs two timer updates per wake-up, which a busy stream notices. The
 // connection is left without a write deadline.
-func (v vecConn) writeBuffers(bufs [][]byte, wb *writeBuf, timeout time.Duration) error {
+func (v vecConn) writeBuffers(bufs [][]byte, wb *Buf, timeout time.Duration) error {
 	if v.raw == nil {
 		b := wb.b[:0]
 		for _, p := range bufs {

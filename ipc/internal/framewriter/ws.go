@@ -1,15 +1,85 @@
-package ipc
+package framewriter
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"net"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/localbus/localbus/bus"
 )
+
+// WS writes a WebSocket stream (SPEC §3.3): one text message per frame.
+// coder/websocket runs the protocol (the handshake, reading the client's
+// frames, pings, pongs, the close handshake) over a wsConn, and the
+// messages go out through the same wsConn without it (see wsConn).
+type WS struct {
+	c       *websocket.Conn
+	conn    *wsConn
+	timeout time.Duration
+}
+
+// EndSubscriberLimit is the reason to Close a stream whose subscription
+// was refused: close code 1013, "subscriber limit".
+const EndSubscriberLimit bus.EndReason = "subscriber_limit"
+
+// AcceptWS upgrades the request with opts and takes the connection over
+// from net/http. On error the request was answered (see websocket.Accept).
+// A write that waits for the peer fails after timeout.
+func AcceptWS(w http.ResponseWriter, r *http.Request, opts *websocket.AcceptOptions, timeout time.Duration) (*WS, error) {
+	hw := &wsHijacker{ResponseWriter: w}
+	c, err := websocket.Accept(hw, r, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &WS{c: c, conn: hw.conn, timeout: timeout}, nil
+}
+
+// Conn is the coder/websocket connection, for reading the client's
+// frames. Messages must go out through Write, never Conn's writers.
+func (s *WS) Conn() *websocket.Conn { return s.c }
+
+// Write implements Writer: every frame, then msg, as text messages.
+func (s *WS) Write(wb *Buf, frames []*bus.Frame, msg []byte, _ bool) error {
+	return s.conn.writeText(frames, msg, wb, s.timeout)
+}
+
+// Ping implements Writer with coder/websocket's ping: it returns once the
+// pong arrived, or fails when ctx ends first.
+func (s *WS) Ping(ctx context.Context) error { return s.c.Ping(ctx) }
+
+// Close implements Writer: the close handshake with the code and reason
+// of SPEC §3.3 unless reason is bus.EndNone, then the connection is closed.
+func (s *WS) Close(reason bus.EndReason) {
+	if reason != bus.EndNone {
+		code, text := closeFor(reason)
+		s.c.Close(code, text)
+	}
+	s.c.CloseNow()
+}
+
+// closeFor maps why a subscription ended to the WebSocket close code and
+// reason (SPEC §3.3); the same reason went in-band as the terminal frame.
+func closeFor(end bus.EndReason) (websocket.StatusCode, string) {
+	switch end {
+	case bus.EndLagged:
+		return websocket.StatusTryAgainLater, "lagged"
+	case bus.EndSessionDeleted:
+		return websocket.StatusNormalClosure, "session deleted"
+	case bus.EndShutdown:
+		return websocket.StatusGoingAway, "shutdown"
+	case bus.EndReload:
+		return websocket.StatusGoingAway, "reload"
+	case EndSubscriberLimit:
+		return websocket.StatusTryAgainLater, "subscriber limit"
+	}
+	return websocket.StatusNormalClosure, ""
+}
 
 // wsHijacker is the ResponseWriter handed to websocket.Accept. Its Hijack
 // takes the connection from net/http and gives coder/websocket a wsConn
@@ -112,7 +182,7 @@ func appendTextHeader(dst []byte, n int) []byte {
 // allows; a write that waits for the peer fails after timeout. It fails
 // with net.ErrClosed once a close frame was sent. wb lends the scratch
 // space: the headers go in wb.hdrs.
-func (c *wsConn) writeText(frames []*bus.Frame, msg []byte, wb *writeBuf, timeout time.Duration) error {
+func (c *wsConn) writeText(frames []*bus.Frame, msg []byte, wb *Buf, timeout time.Duration) error {
 	n := len(frames)
 	if msg != nil {
 		n++

@@ -1,6 +1,6 @@
 //go:build linux
 
-package ipc
+package framewriter
 
 import (
 	"bytes"
@@ -77,8 +77,8 @@ func TestWriteBuffersSendsEveryByteInOrder(t *testing.T) {
 	if canWritev && vc.raw == nil {
 		t.Fatal("a Unix connection should use writev")
 	}
-	wb := getWriteBuf()
-	defer putWriteBuf(wb)
+	wb := GetBuf()
+	defer PutBuf(wb)
 	if err := vc.writeBuffers(bufs, wb, 10*time.Second); err != nil {
 		t.Fatalf("writeBuffers: %v", err)
 	}
@@ -97,8 +97,8 @@ func TestWriteBuffersSendsEveryByteInOrder(t *testing.T) {
 func TestWriteBuffersHonoursTheDeadline(t *testing.T) {
 	_, server := unixPair(t)
 	vc := newVecConn(server)
-	wb := getWriteBuf()
-	defer putWriteBuf(wb)
+	wb := GetBuf()
+	defer PutBuf(wb)
 	err := vc.writeBuffers([][]byte{make([]byte, 8<<20)}, wb, 50*time.Millisecond)
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("writeBuffers to a peer that does not read = %v, want a deadline error", err)

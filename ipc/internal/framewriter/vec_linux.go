@@ -1,4 +1,4 @@
-package ipc
+package framewriter
 
 import (
 	"net"
@@ -12,7 +12,7 @@ const canWritev = true
 // maxIovecs is IOV_MAX on Linux: the most buffers one writev takes.
 const maxIovecs = 1024
 
-// vecState is writev's scratch space, kept in a pooled writeBuf so that a
+// vecState is writev's scratch space, kept in a pooled Buf so that a
 // write allocates nothing: the iovecs, the progress through bufs, and the
 // callbacks for syscall.RawConn.Write, bound once.
 type vecState struct {
@@ -28,7 +28,7 @@ type vecState struct {
 // first attempt sets no deadline and stops when the socket is full; only
 // then does it set the write deadline (timeout from now) and wait through
 // the poller, clearing the deadline after.
-func writev(raw syscall.RawConn, conn net.Conn, bufs [][]byte, wb *writeBuf, timeout time.Duration) error {
+func writev(raw syscall.RawConn, conn net.Conn, bufs [][]byte, wb *Buf, timeout time.Duration) error {
 	s := &wb.vec
 	if s.step == nil {
 		s.step = s.write
