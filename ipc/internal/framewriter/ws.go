@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"errors"
 	"net"
 	"net/http"
 	"sync"
@@ -36,6 +37,12 @@ func AcceptWS(w http.ResponseWriter, r *http.Request, opts *websocket.AcceptOpti
 	c, err := websocket.Accept(hw, r, opts)
 	if err != nil {
 		return nil, err
+	}
+	if hw.conn == nil {
+		// Accept took the connection some other way: nothing would keep
+		// its frames and ours apart.
+		c.CloseNow()
+		return nil, errors.New("framewriter: websocket.Accept did not hijack through the ResponseWriter given")
 	}
 	return &WS{c: c, conn: hw.conn, timeout: timeout}, nil
 }
