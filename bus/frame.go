@@ -68,7 +68,32 @@ type Event struct {
 	Seq uint64
 	// Time is the publish time; zero means now.
 	Time time.Time
+
+	// checkedType is Type as CheckType (or a publish) last found it
+	// publishable: a type is validated once on its way through the router,
+	// the session's bus and the global bus. A Type changed since no longer
+	// matches, and is validated again.
+	checkedType string
 }
+
+// CheckType validates the event's type for publishing, as
+// ValidatePublishType does, and notes in the event that it is valid:
+// Publish, ValidateEvent and the global copy a hub makes of the event then
+// trust it instead of validating it again. A type already checked (and not
+// changed since) is not validated again.
+func (ev *Event) CheckType() error {
+	if ev.typeChecked() {
+		return nil
+	}
+	if err := ValidatePublishType(ev.Type); err != nil {
+		return err
+	}
+	ev.checkedType = ev.Type
+	return nil
+}
+
+// typeChecked reports whether CheckType found the current Type valid.
+func (ev *Event) typeChecked() bool { return ev.checkedType != "" && ev.checkedType == ev.Type }
 
 // lastStamp is the last timestamp formatted: events published in the same
 // millisecond share it.
@@ -108,15 +133,21 @@ const timestampLayout = "2006-01-02T15:04:05.000Z07:00"
 // prepare validates ev and encodes everything but its id. It does the work
 // that does not need the bus lock, so concurrent publishers encode in
 // parallel.
+//
+// A type CheckType found valid is trusted; any other is validated, and
+// noted in *ev as checked when it is publishable, so that the copy a hub
+// puts on the global bus is not validated again.
 func prepare(ev *Event, session string, allowLocalbus bool) (prepared, error) {
-	var err error
-	if allowLocalbus && FamilyOf(ev.Type) == FamilyLocalbus {
-		err = ValidateType(ev.Type)
-	} else {
-		err = ValidatePublishType(ev.Type)
-	}
-	if err != nil {
-		return prepared{}, err
+	switch {
+	case ev.typeChecked():
+	case allowLocalbus && FamilyOf(ev.Type) == FamilyLocalbus:
+		if err := ValidateType(ev.Type); err != nil {
+			return prepared{}, err
+		}
+	default:
+		if err := ev.CheckType(); err != nil {
+			return prepared{}, err
+		}
 	}
 	if ev.Session != "" {
 		// Written into the envelope unescaped, so it must be a valid id.

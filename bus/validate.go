@@ -194,9 +194,10 @@ func ParseMaxQueued(s string) (int, error) {
 // ValidateEvent checks what Publish would check of ev, without encoding it:
 // a publishable type, a valid Session if one is set, and JSON data. It lets
 // a caller refuse a batch before it acts on it (say, before creating a
-// session for it).
+// session for it). The type is checked with ev.CheckType, so a type
+// checked before is trusted, and Publish trusts it after.
 func ValidateEvent(ev *Event) error {
-	if err := ValidatePublishType(ev.Type); err != nil {
+	if err := ev.CheckType(); err != nil {
 		return err
 	}
 	if ev.Session != "" {

@@ -39,6 +39,11 @@ type PublishReply struct {
 // event over maxEventBytes is a 413; anything malformed a 400 naming the
 // event. Nothing is published unless every event is valid. The events'
 // data may share memory with body.
+//
+// This is where a publish validates each event's type, once: with
+// bus.Event.CheckType, which notes it in the event, so that the hub, the
+// session's bus and the global bus trust it (the streaming publish does
+// the same line by line).
 func decodePublish(body []byte, ndjson bool, maxEventBytes int64, maxBatch int) ([]bus.Event, error) {
 	if events, ok := scanPublish(body, ndjson, maxEventBytes, maxBatch); ok {
 		return events, nil
@@ -75,7 +80,7 @@ func scanPublish(body []byte, ndjson bool, maxEventBytes int64, maxBatch int) (e
 	}
 	events = make([]bus.Event, len(raws))
 	for i, raw := range raws {
-		if int64(len(raw)) > maxEventBytes || !scanEvent(raw, &events[i]) || bus.ValidatePublishType(events[i].Type) != nil {
+		if int64(len(raw)) > maxEventBytes || !scanEvent(raw, &events[i]) || events[i].CheckType() != nil {
 			return nil, false
 		}
 	}
@@ -151,12 +156,13 @@ func decodeEvent(raw []byte) (bus.Event, error) {
 	if dec.More() {
 		return bus.Event{}, errorf(http.StatusBadRequest, "invalid_event", "trailing data after the object")
 	}
-	if err := bus.ValidatePublishType(pe.Type); err != nil {
+	ev := bus.Event{Type: pe.Type, Data: pe.Data}
+	if err := ev.CheckType(); err != nil {
 		var ie *bus.InputError
 		errors.As(err, &ie)
 		return bus.Event{}, errorf(http.StatusBadRequest, "invalid_type", "%s", ie.Message())
 	}
-	return bus.Event{Type: pe.Type, Data: pe.Data}, nil
+	return ev, nil
 }
 
 // validClientID reports whether a Localbus-Client-Id is 1 to 128 printable

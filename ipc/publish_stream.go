@@ -175,7 +175,7 @@ func (ps *pubStream) add(raw []byte) error {
 		return errorf(http.StatusRequestEntityTooLarge, "event_too_large", "line %d is %d bytes; at most %d", ps.line, len(raw), ps.o.MaxEventBytes)
 	}
 	var ev bus.Event
-	if !scanEvent(raw, &ev) || bus.ValidatePublishType(ev.Type) != nil {
+	if !scanEvent(raw, &ev) || ev.CheckType() != nil {
 		var err error
 		if ev, err = decodeEvent(raw); err != nil {
 			return eventError(err, "line", ps.line)

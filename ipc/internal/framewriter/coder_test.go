@@ -45,8 +45,11 @@ func (c *recConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-func (c *recConn) SetDeadline(t time.Time) error      { c.noteDeadline(); return c.Conn.SetDeadline(t) }
-func (c *recConn) SetWriteDeadline(t time.Time) error { c.noteDeadline(); return c.Conn.SetWriteDeadline(t) }
+func (c *recConn) SetDeadline(t time.Time) error { c.noteDeadline(); return c.Conn.SetDeadline(t) }
+func (c *recConn) SetWriteDeadline(t time.Time) error {
+	c.noteDeadline()
+	return c.Conn.SetWriteDeadline(t)
+}
 
 func (c *recConn) noteDeadline() {
 	if c.armed.Load() {
