@@ -21,7 +21,8 @@ import (
 // over it by serve flags and environment variables. LoadConfig reads one; a
 // running daemon keeps the Source it started from and reads it again on
 // every reload, so a reload sees the file as it is now under the flags and
-// variables the daemon was started with.
+// variables the daemon was started with. Neither changes a Source's maps;
+// do not change them while a daemon runs from it.
 type Source struct {
 	// File is the configuration file; "" means DefaultConfigPath().
 	File string
