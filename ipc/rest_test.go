@@ -338,3 +338,31 @@ func TestHealthAndReadiness(t *testing.T) {
 		t.Errorf("open stream after Drain got %s %d, want event %d", env.Type, env.ID, rep.LastID)
 	}
 }
+
+// TestCreateSessionRefusesRingSizeOutOfRange pins SPEC §6: a ringSize
+// outside 1…1,000,000 is a 400, an explicit 0 included (it is not "absent"),
+// and no session is created; other sessions are unaffected.
+func TestCreateSessionRefusesRingSizeOutOfRange(t *testing.T) {
+	srv := newServer(t)
+	createSession(t, srv, "other")
+	for _, body := range []string{`{"id":"r","ringSize":0}`, `{"id":"r","ringSize":-1}`, `{"id":"r","ringSize":1000001}`} {
+		r := srv.Do(t, http.MethodPost, "/api/v1/sessions", nil, []byte(body))
+		var e ipc.ErrorBody
+		r.DecodeJSON(t, &e)
+		if r.Status != http.StatusBadRequest || e.Error.Code != "invalid_ringSize" {
+			t.Errorf("create %s = %d %s, want 400 invalid_ringSize", body, r.Status, r.Body)
+		}
+		if _, ok := srv.Hub.Session("r"); ok {
+			t.Errorf("create %s made session r", body)
+		}
+	}
+	if got := srv.Publish(t, "other", ev("a:b", "")); len(got.IDs) != 1 {
+		t.Errorf("publish to other after the refusals = %+v, want one id", got)
+	}
+	r := srv.Do(t, http.MethodPost, "/api/v1/sessions", nil, []byte(`{"id":"r","ringSize":1}`))
+	var info ipc.SessionInfo
+	decodeStrict(t, r, &info)
+	if r.Status != http.StatusCreated || info.Ring.MaxCount != 1 {
+		t.Errorf("create ringSize 1 = %d %s, want 201 with maxCount 1", r.Status, r.Body)
+	}
+}

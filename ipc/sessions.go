@@ -59,7 +59,9 @@ func sessionInfo(s *hub.Session) SessionInfo {
 	return info
 }
 
-// CreateSessionRequest is the optional body of POST /api/v1/sessions.
+// CreateSessionRequest is the optional body of POST /api/v1/sessions, as a
+// client sends it. A zero RingSize is left out (the daemon's ring_size);
+// sent explicitly, 0 is a 400.
 type CreateSessionRequest struct {
 	ID       string `json:"id,omitempty"`
 	RingSize int    `json:"ringSize,omitempty"`
@@ -71,7 +73,12 @@ func (h *Handler) serveCreateSession(w http.ResponseWriter, r *http.Request, c C
 		writeError(w, err)
 		return
 	}
-	var req CreateSessionRequest
+	// ringSize is a pointer here so that an explicit 0 is refused rather
+	// than taken for "absent" (the bus default).
+	var req struct {
+		ID       string `json:"id"`
+		RingSize *int   `json:"ringSize"`
+	}
 	if len(bytes.TrimSpace(body)) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
@@ -83,11 +90,15 @@ func (h *Handler) serveCreateSession(w http.ResponseWriter, r *http.Request, c C
 	if req.ID == "" {
 		req.ID = "s-" + bus.NewEpoch()
 	}
-	if req.RingSize < 0 || req.RingSize > bus.MaxRingSize {
-		writeError(w, errorf(http.StatusBadRequest, "invalid_ringSize", "ringSize must be 1 to %d", bus.MaxRingSize))
-		return
+	ringSize := 0 // the bus default
+	if req.RingSize != nil {
+		ringSize = *req.RingSize
+		if ringSize < 1 || ringSize > bus.MaxRingSize {
+			writeError(w, errorf(http.StatusBadRequest, "invalid_ringSize", "ringSize must be 1 to %d, got %d", bus.MaxRingSize, ringSize))
+			return
+		}
 	}
-	s, err := h.options().Hub.Create(req.ID, req.RingSize)
+	s, err := h.options().Hub.Create(req.ID, ringSize)
 	if err != nil {
 		writeError(w, err)
 		return

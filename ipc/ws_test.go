@@ -491,3 +491,33 @@ func TestWebSocketKeepalive(t *testing.T) {
 		})
 	})
 }
+
+// TestWebSocketControlOnUnfilteredFamilyStreamChecksNamesFirst pins SPEC
+// §5's "names are checked first": on a family stream with no ?types=, a
+// subscribe would add nothing, yet an out-of-family name in it is an error,
+// and the stream keeps carrying its family.
+func TestWebSocketControlOnUnfilteredFamilyStreamChecksNamesFirst(t *testing.T) {
+	srv := newServer(t)
+	createSession(t, srv, "s")
+	c := srv.OpenWS(t, "/api/v1/families/build/ws", nil)
+	if env := ipctest.MustReadEnvelope(t, c); env.Type != bus.TypeReady {
+		t.Fatalf("first frame %s, want stream:ready", env.Type)
+	}
+	all := []string{"build:a", "deploy:x"}
+	for _, frame := range []string{
+		`{"op":"subscribe","types":["deploy:x"]}`,
+		`{"op":"subscribe","types":["build:a","deploy:*"]}`,
+		`{"op":"unsubscribe","types":["deploy:x"]}`,
+	} {
+		r := control(t, c, frame)
+		if r.Op != "error" || !strings.Contains(r.Message, "outside family build") {
+			t.Errorf("%s: reply %+v, want an error naming the family", frame, r)
+		}
+		if got := probe(t, srv, c, "s", "build:mark", all...); !slices.Equal(got, []string{"build:a"}) {
+			t.Errorf("after refused %s the stream carried %v, want [build:a]", frame, got)
+		}
+	}
+	if r := control(t, c, `{"op":"subscribe","types":["build:a"]}`); r.Op != "subscribed" || !r.Null {
+		t.Errorf("in-family subscribe on an unfiltered stream: reply %+v, want subscribed null", r)
+	}
+}
