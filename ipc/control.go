@@ -122,6 +122,12 @@ func applyControl(sub *bus.Subscription, data []byte) []byte {
 	if err != nil {
 		return errorReply(err.Error())
 	}
+	// Names are checked first (SPEC §5): an out-of-family name on a family
+	// stream is an error even where the op would change nothing, such as
+	// subscribe on an unfiltered stream.
+	if fam := sub.Family(); fam != "" && !cf.Types.Within(fam) {
+		return errorReply("types: outside family " + fam)
+	}
 	cur := sub.Filter()
 	var next *bus.Filter
 	switch cf.Op {
