@@ -1,5 +1,7 @@
 package bus
 
+import "errors"
+
 // Store holds the events a bus retains for replay, in id order. The bus calls
 // every method with its lock held, so implementations need no locking of their
 // own for the bus's sake. Ids appended are consecutive and increasing.
@@ -25,6 +27,18 @@ type Store interface {
 	// SetLimits changes the retention limits, evicting at once if needed.
 	SetLimits(maxLen int, maxBytes int64)
 }
+
+// Errors a Store's Append may return, wrapped or not, that the layers above
+// the bus answer in their own terms (the router maps them to HTTP statuses)
+// without knowing which Store failed. Test for them with errors.Is.
+var (
+	// ErrDiskFull means the store's disk has no room left (ENOSPC,
+	// EDQUOT): the append it refused left nothing behind, and reads go on.
+	ErrDiskFull = errors.New("bus: store: disk full")
+	// ErrStoreClosed means the store was closed (the daemon is shutting
+	// down) or belongs to a deleted bus: nothing more can be appended.
+	ErrStoreClosed = errors.New("bus: store: closed")
+)
 
 // Ring is a circular buffer of frames bounded by count and by bytes: O(1)
 // append and evict, and O(1) location of a replay start, since retained ids

@@ -21,6 +21,7 @@ import (
 	"github.com/localbus/localbus/daemon/journal"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/access"
+	"github.com/localbus/localbus/ipc/wire"
 	"github.com/localbus/localbus/systemd"
 )
 
@@ -201,7 +202,7 @@ func (d *Daemon) handlerOptions(cfg Config, auth *ipc.Auth) ipc.Options {
 		Reload:         d.reloadRequest,
 		Version:        d.opts.Version,
 		Logger:         d.log,
-		Caps: ipc.Limits{
+		Caps: wire.Limits{
 			RingSize: cfg.RingSize, RingMaxBytes: cfg.RingMaxBytes, MaxQueued: cfg.MaxQueued,
 			MaxQueuedBytes: cfg.MaxQueuedBytes, MaxSubscribers: cfg.MaxSubscribers, MaxSessions: cfg.MaxSessions,
 		},

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/localbus/localbus/ipc/access"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // connInfo is what the router knows of a connection: its transport and, on
@@ -74,7 +75,7 @@ type Auth struct {
 // a Unix socket peer gets scopes by its uid unless keys are required there.
 func (a *Auth) Authenticate(r *http.Request) (Caller, error) {
 	if name, found := access.QueryCredential(r.URL.RawQuery); found {
-		return Caller{}, errorf(http.StatusUnauthorized, "credentials_in_query",
+		return Caller{}, errorf(http.StatusUnauthorized, wire.CodeCredentialsInQuery,
 			"credentials are never accepted in the query string (parameter %q); send Authorization: Bearer <key>", name)
 	}
 	ci := connFrom(r.Context())
@@ -83,16 +84,16 @@ func (a *Auth) Authenticate(r *http.Request) (Caller, error) {
 		c.Peer = ci.peer
 	} else {
 		if !a.hostAllowed(r.Host) {
-			return Caller{}, errorf(http.StatusMisdirectedRequest, "host_not_allowed", "Host %q is not served here", shorten(r.Host))
+			return Caller{}, errorf(http.StatusMisdirectedRequest, wire.CodeHostNotAllowed, "Host %q is not served here", shorten(r.Host))
 		}
 		if origin := r.Header.Get("Origin"); origin != "" && !a.originAllowed(origin, r.Host) {
-			return Caller{}, errorf(http.StatusForbidden, "origin_not_allowed", "Origin %q is not allowed", shorten(origin))
+			return Caller{}, errorf(http.StatusForbidden, wire.CodeOriginNotAllowed, "Origin %q is not allowed", shorten(origin))
 		}
 	}
 
 	key, present, err := access.BearerToken(r.Header)
 	if err != nil {
-		return Caller{}, errorf(http.StatusUnauthorized, "invalid_credentials", "malformed Authorization header: want Bearer <key>")
+		return Caller{}, errorf(http.StatusUnauthorized, wire.CodeInvalidCredentials, "malformed Authorization header: want Bearer <key>")
 	}
 	if !present && access.IsWebSocketUpgrade(r) {
 		key, present = access.SubprotocolKey(r.Header)
@@ -104,7 +105,7 @@ func (a *Auth) Authenticate(r *http.Request) (Caller, error) {
 			info, ok = a.Keys.Lookup(key)
 		}
 		if !ok {
-			return Caller{}, errorf(http.StatusUnauthorized, "invalid_credentials", "unknown or revoked key")
+			return Caller{}, errorf(http.StatusUnauthorized, wire.CodeInvalidCredentials, "unknown or revoked key")
 		}
 		c.Authenticated, c.KeyName, c.Scopes = true, info.Name, info.Scopes
 	}

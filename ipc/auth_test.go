@@ -21,6 +21,7 @@ import (
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/ipc/access"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // These tests drive Auth and the route table in process: a request's
@@ -628,8 +629,8 @@ func TestWebSocketSubprotocolCarriesTheKeyAndIsSelected(t *testing.T) {
 		t.Fatalf("dial with the subprotocol key: %v", err)
 	}
 	defer c.CloseNow()
-	if got := c.Subprotocol(); got != Subprotocol {
-		t.Errorf("selected subprotocol = %q, want %q", got, Subprotocol)
+	if got := c.Subprotocol(); got != wire.Subprotocol {
+		t.Errorf("selected subprotocol = %q, want %q", got, wire.Subprotocol)
 	}
 	if got := resp.Header.Get("Sec-WebSocket-Protocol"); strings.Contains(got, f.keys.read) {
 		t.Errorf("the server echoed the key in Sec-WebSocket-Protocol: %q", got)

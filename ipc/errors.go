@@ -8,7 +8,7 @@ import (
 
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/bus/hub"
-	"github.com/localbus/localbus/daemon/journal"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // Error is an HTTP error with the JSON body of SPEC §6:
@@ -27,14 +27,6 @@ func errorf(status int, code, format string, args ...any) *Error {
 	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// ErrorBody is the JSON shape of every error response.
-type ErrorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
 // asError maps any error the router meets to the *Error it answers with.
 func asError(err error) *Error {
 	var e *Error
@@ -47,31 +39,29 @@ func asError(err error) *Error {
 	}
 	switch {
 	case errors.Is(err, hub.ErrNotFound), errors.Is(err, bus.ErrClosed):
-		return errorf(http.StatusNotFound, "not_found", "no such session")
+		return errorf(http.StatusNotFound, wire.CodeNotFound, "no such session")
 	case errors.Is(err, hub.ErrExists):
-		return errorf(http.StatusConflict, "session_exists", "session already exists")
+		return errorf(http.StatusConflict, wire.CodeSessionExists, "session already exists")
 	case errors.Is(err, hub.ErrSessionLimit):
-		return errorf(http.StatusTooManyRequests, "session_limit", "the daemon's session limit is reached")
+		return errorf(http.StatusTooManyRequests, wire.CodeSessionLimit, "the daemon's session limit is reached")
 	case errors.Is(err, bus.ErrSubscriberLimit):
-		return errorf(http.StatusTooManyRequests, "subscriber_limit", "the subscriber limit is reached")
-	case errors.Is(err, journal.ErrDiskFull):
-		return errorf(http.StatusInsufficientStorage, "disk_full", "the journal's disk is full; nothing was published")
-	case errors.Is(err, hub.ErrClosed), errors.Is(err, journal.ErrClosed):
-		return errorf(http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down")
+		return errorf(http.StatusTooManyRequests, wire.CodeSubscriberLimit, "the subscriber limit is reached")
+	case errors.Is(err, bus.ErrDiskFull):
+		return errorf(http.StatusInsufficientStorage, wire.CodeDiskFull, "the journal's disk is full; nothing was published")
+	case errors.Is(err, hub.ErrClosed), errors.Is(err, bus.ErrStoreClosed):
+		return errorf(http.StatusServiceUnavailable, wire.CodeShuttingDown, "the daemon is shutting down")
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return errorf(http.StatusRequestEntityTooLarge, "body_too_large", "request body larger than %d bytes", mbe.Limit)
+		return errorf(http.StatusRequestEntityTooLarge, wire.CodeBodyTooLarge, "request body larger than %d bytes", mbe.Limit)
 	}
-	return errorf(http.StatusInternalServerError, "internal", "%v", err)
+	return errorf(http.StatusInternalServerError, wire.CodeInternal, "%v", err)
 }
 
 // writeError answers with err as a JSON error body.
 func writeError(w http.ResponseWriter, err error) {
 	e := asError(err)
-	var body ErrorBody
-	body.Error.Code, body.Error.Message = e.Code, e.Message
-	writeJSON(w, e.Status, body)
+	writeJSON(w, e.Status, wire.ErrorBody{Error: wire.ErrorDetail{Code: e.Code, Message: e.Message}})
 }
 
 // writeJSON answers with v as a one-line JSON body.
@@ -81,7 +71,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		status = http.StatusInternalServerError
 		b = []byte(`{"error":{"code":"internal","message":"response encoding failed"}}`)
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Type", wire.ContentTypeJSON)
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	w.Write(append(b, '\n'))

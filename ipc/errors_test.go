@@ -11,6 +11,7 @@ import (
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/ipctest"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // errCase is one request the router must refuse.
@@ -59,7 +60,7 @@ func errorCases() []errCase {
 	}
 	clientID := func(name, id string) errCase {
 		c := pub(name, `{"type":"a:b"}`, http.StatusBadRequest, "invalid_client_id")
-		c.header = header(ipc.ClientIDHeader, id)
+		c.header = header(wire.HeaderClientID, id)
 		return c
 	}
 

@@ -14,6 +14,7 @@ import (
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/ipc/access"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // Defaults of the router's options.
@@ -23,8 +24,6 @@ const (
 	DefaultKeepalive     = 15 * time.Second
 	DefaultWriteTimeout  = 30 * time.Second
 	DefaultBodyTimeout   = 30 * time.Second
-	// RetryMs is the SSE retry: field every stream starts with.
-	RetryMs = 3000
 	// MaxControlFrame is the largest WebSocket control frame a client may send.
 	MaxControlFrame = 64 << 10
 )
@@ -68,24 +67,9 @@ type Options struct {
 	// Version is reported by /api/v1/caps.
 	Version string
 	// Caps are the limits /api/v1/caps reports.
-	Caps Limits
+	Caps wire.Limits
 	// Logger receives the router's log lines; nil means slog.Default().
 	Logger *slog.Logger
-}
-
-// Limits are the figures /api/v1/caps reports to clients.
-type Limits struct {
-	RingSize       int   `json:"ringSize"`
-	RingMaxBytes   int64 `json:"ringMaxBytes"`
-	MaxQueued      int   `json:"maxQueued"`
-	MaxQueuedBytes int64 `json:"maxQueuedBytes"`
-	MaxSubscribers int   `json:"maxSubscribers"`
-	MaxSessions    int   `json:"maxSessions"`
-	MaxEventBytes  int64 `json:"maxEventBytes"`
-	MaxBatch       int   `json:"maxBatch"`
-	MinMaxQueued   int   `json:"minMaxQueued"`
-	MaxMaxQueued   int   `json:"maxMaxQueued"`
-	KeepaliveMs    int64 `json:"keepaliveMs"`
 }
 
 func (o *Options) fill() {
@@ -162,7 +146,7 @@ func New(opts Options) *Handler {
 		}
 	}
 	h.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, errorf(http.StatusNotFound, "not_found", "no route for %s", r.URL.Path))
+		writeError(w, errorf(http.StatusNotFound, wire.CodeNotFound, "no route for %s", r.URL.Path))
 	}))
 	return h
 }
@@ -211,12 +195,12 @@ func (h *Handler) Wait(ctx context.Context) error {
 // with the query (and so the secret) echoed in its Location header.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if name, found := access.QueryCredential(r.URL.RawQuery); found {
-		h.refuse(w, r, Caller{}, errorf(http.StatusUnauthorized, "credentials_in_query",
+		h.refuse(w, r, Caller{}, errorf(http.StatusUnauthorized, wire.CodeCredentialsInQuery,
 			"credentials are never accepted in the query string (parameter %q); send Authorization: Bearer <key>", name))
 		return
 	}
 	if limit := h.options().MaxHeaderBytes; limit > 0 && headerBytes(r) > limit {
-		h.refuse(w, r, Caller{}, errorf(http.StatusRequestHeaderFieldsTooLarge, "headers_too_large",
+		h.refuse(w, r, Caller{}, errorf(http.StatusRequestHeaderFieldsTooLarge, wire.CodeHeadersTooLarge,
 			"the request line and headers exceed %d bytes", limit))
 		return
 	}
@@ -246,7 +230,7 @@ type timedBody struct {
 func (b *timedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		err = errorf(http.StatusRequestTimeout, "body_timeout", "the request body did not arrive within %v", b.timeout)
+		err = errorf(http.StatusRequestTimeout, wire.CodeBodyTimeout, "the request body did not arrive within %v", b.timeout)
 	}
 	return n, err
 }
@@ -288,7 +272,7 @@ func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	for _, m := range allow {
 		w.Header().Add("Allow", m)
 	}
-	writeError(w, errorf(http.StatusMethodNotAllowed, "method_not_allowed", "%s is not allowed on %s", r.Method, r.URL.Path))
+	writeError(w, errorf(http.StatusMethodNotAllowed, wire.CodeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
 }
 
 // matchPattern reports whether path matches a mux pattern's path with

@@ -4,15 +4,8 @@ import (
 	"net/http"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/ipc/wire"
 )
-
-// Caps is the body of GET /api/v1/caps: what this daemon speaks.
-type Caps struct {
-	Version       string   `json:"version"`
-	SchemaVersion int      `json:"schemaVersion"`
-	Features      []string `json:"features"`
-	Limits        Limits   `json:"limits"`
-}
 
 // Features lists the capabilities /api/v1/caps announces.
 var Features = []string{
@@ -22,7 +15,7 @@ var Features = []string{
 
 func (h *Handler) serveCaps(w http.ResponseWriter, r *http.Request, c Caller) {
 	o := h.options()
-	writeJSON(w, http.StatusOK, Caps{Version: o.Version, SchemaVersion: bus.SchemaVersion, Features: Features, Limits: o.Caps})
+	writeJSON(w, http.StatusOK, wire.Caps{Version: o.Version, SchemaVersion: bus.SchemaVersion, Features: Features, Limits: o.Caps})
 }
 
 func (h *Handler) serveHealthz(w http.ResponseWriter, r *http.Request, c Caller) {
@@ -31,7 +24,7 @@ func (h *Handler) serveHealthz(w http.ResponseWriter, r *http.Request, c Caller)
 
 func (h *Handler) serveReadyz(w http.ResponseWriter, r *http.Request, c Caller) {
 	if !h.ready.Load() {
-		writeError(w, errorf(http.StatusServiceUnavailable, "not_ready", "the daemon is not ready"))
+		writeError(w, errorf(http.StatusServiceUnavailable, wire.CodeNotReady, "the daemon is not ready"))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
@@ -40,11 +33,11 @@ func (h *Handler) serveReadyz(w http.ResponseWriter, r *http.Request, c Caller) 
 func (h *Handler) serveReload(w http.ResponseWriter, r *http.Request, c Caller) {
 	o := h.options()
 	if o.Reload == nil {
-		writeError(w, errorf(http.StatusServiceUnavailable, "reload_unavailable", "this daemon cannot reload"))
+		writeError(w, errorf(http.StatusServiceUnavailable, wire.CodeReloadUnavailable, "this daemon cannot reload"))
 		return
 	}
 	if err := o.Reload(r.Context()); err != nil {
-		writeError(w, errorf(http.StatusBadRequest, "reload_refused", "%v", err))
+		writeError(w, errorf(http.StatusBadRequest, wire.CodeReloadRefused, "%v", err))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "reloaded"})

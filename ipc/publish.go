@@ -13,25 +13,13 @@ import (
 	"time"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/ipc/wire"
 )
-
-// ClientIDHeader names the publisher; its value becomes the envelope's
-// "originator".
-const ClientIDHeader = "Localbus-Client-Id"
-
-// ndjsonType is the Content-Type of a newline-delimited JSON publish.
-const ndjsonType = "application/x-ndjson"
 
 // publishedEvent is one event of a publish body.
 type publishedEvent struct {
 	Type string          `json:"type"`
 	Data json.RawMessage `json:"data"`
-}
-
-// PublishReply is the body of a successful publish.
-type PublishReply struct {
-	IDs    []uint64 `json:"ids"`
-	LastID uint64   `json:"lastId"`
 }
 
 // decodePublish decodes a publish body: one {"type","data"} object, a JSON
@@ -99,21 +87,21 @@ func decodePublishReference(body []byte, ndjson bool, maxEventBytes int64, maxBa
 			}
 			raws = append(raws, line)
 			if len(raws) > maxBatch {
-				return nil, errorf(http.StatusRequestEntityTooLarge, "batch_too_large", "more than %d events in one request", maxBatch)
+				return nil, errorf(http.StatusRequestEntityTooLarge, wire.CodeBatchTooLarge, "more than %d events in one request", maxBatch)
 			}
 		}
 	} else {
 		trimmed := bytes.TrimSpace(body)
 		switch {
 		case len(trimmed) == 0:
-			return nil, errorf(http.StatusBadRequest, "invalid_body", "empty body: send {\"type\":…,\"data\":…} or a JSON array of them")
+			return nil, errorf(http.StatusBadRequest, wire.CodeInvalidBody, "empty body: send {\"type\":…,\"data\":…} or a JSON array of them")
 		case trimmed[0] == '[':
 			var arr []json.RawMessage
 			if err := json.Unmarshal(trimmed, &arr); err != nil {
-				return nil, errorf(http.StatusBadRequest, "invalid_body", "malformed JSON array: %v", err)
+				return nil, errorf(http.StatusBadRequest, wire.CodeInvalidBody, "malformed JSON array: %v", err)
 			}
 			if len(arr) > maxBatch {
-				return nil, errorf(http.StatusRequestEntityTooLarge, "batch_too_large", "%d events in one request; at most %d", len(arr), maxBatch)
+				return nil, errorf(http.StatusRequestEntityTooLarge, wire.CodeBatchTooLarge, "%d events in one request; at most %d", len(arr), maxBatch)
 			}
 			for _, a := range arr {
 				raws = append(raws, a)
@@ -123,12 +111,12 @@ func decodePublishReference(body []byte, ndjson bool, maxEventBytes int64, maxBa
 		}
 	}
 	if len(raws) == 0 {
-		return nil, errorf(http.StatusBadRequest, "invalid_body", "no events in the body")
+		return nil, errorf(http.StatusBadRequest, wire.CodeInvalidBody, "no events in the body")
 	}
 	events := make([]bus.Event, len(raws))
 	for i, raw := range raws {
 		if int64(len(raw)) > maxEventBytes {
-			return nil, errorf(http.StatusRequestEntityTooLarge, "event_too_large", "event %d is %d bytes; at most %d", i, len(raw), maxEventBytes)
+			return nil, errorf(http.StatusRequestEntityTooLarge, wire.CodeEventTooLarge, "event %d is %d bytes; at most %d", i, len(raw), maxEventBytes)
 		}
 		ev, err := decodeEvent(raw)
 		if err != nil {
@@ -151,16 +139,16 @@ func decodeEvent(raw []byte) (bus.Event, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&pe); err != nil {
-		return bus.Event{}, errorf(http.StatusBadRequest, "invalid_event", "want {\"type\":\"family:name\",\"data\":…}: %v", err)
+		return bus.Event{}, errorf(http.StatusBadRequest, wire.CodeInvalidEvent, "want {\"type\":\"family:name\",\"data\":…}: %v", err)
 	}
 	if dec.More() {
-		return bus.Event{}, errorf(http.StatusBadRequest, "invalid_event", "trailing data after the object")
+		return bus.Event{}, errorf(http.StatusBadRequest, wire.CodeInvalidEvent, "trailing data after the object")
 	}
 	ev := bus.Event{Type: pe.Type, Data: pe.Data}
 	if err := ev.CheckType(); err != nil {
 		var ie *bus.InputError
 		errors.As(err, &ie)
-		return bus.Event{}, errorf(http.StatusBadRequest, "invalid_type", "%s", ie.Message())
+		return bus.Event{}, errorf(http.StatusBadRequest, wire.CodeInvalidType, "%s", ie.Message())
 	}
 	return ev, nil
 }
@@ -179,12 +167,6 @@ func validClientID(s string) bool {
 	return true
 }
 
-// Acknowledgement modes of a streaming publish (?ack=).
-const (
-	ackEnd  = "end"  // one reply when the body ends (the default)
-	ackLine = "line" // an NDJSON reply line per event as it is published
-)
-
 func (h *Handler) servePublish(w http.ResponseWriter, r *http.Request, c Caller) {
 	o := h.options()
 	id := r.PathValue("id")
@@ -192,15 +174,15 @@ func (h *Handler) servePublish(w http.ResponseWriter, r *http.Request, c Caller)
 		writeError(w, err)
 		return
 	}
-	originator := r.Header.Get(ClientIDHeader)
-	if _, ok := r.Header[http.CanonicalHeaderKey(ClientIDHeader)]; ok && !validClientID(originator) {
-		writeError(w, errorf(http.StatusBadRequest, "invalid_client_id", "%s must be 1 to 128 printable ASCII characters", ClientIDHeader))
+	originator := r.Header.Get(wire.HeaderClientID)
+	if _, ok := r.Header[http.CanonicalHeaderKey(wire.HeaderClientID)]; ok && !validClientID(originator) {
+		writeError(w, errorf(http.StatusBadRequest, wire.CodeInvalidClientID, "%s must be 1 to 128 printable ASCII characters", wire.HeaderClientID))
 		return
 	}
 	ndjson := false
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, _ := mime.ParseMediaType(ct)
-		ndjson = mt == ndjsonType
+		ndjson = mt == wire.ContentTypeNDJSON
 	}
 	ack, err := parseAck(r.URL.RawQuery)
 	if err != nil {
@@ -208,11 +190,11 @@ func (h *Handler) servePublish(w http.ResponseWriter, r *http.Request, c Caller)
 		return
 	}
 	if ack != "" && !ndjson {
-		writeError(w, errorf(http.StatusBadRequest, "invalid_ack", "ack applies to a streaming publish: send Content-Type: %s", ndjsonType))
+		writeError(w, errorf(http.StatusBadRequest, wire.CodeInvalidAck, "ack applies to a streaming publish: send Content-Type: %s", wire.ContentTypeNDJSON))
 		return
 	}
 	if ndjson && (r.ContentLength < 0 || ack != "") {
-		h.publishStream(w, r, c, id, originator, ack == ackLine)
+		h.publishStream(w, r, c, id, originator, ack == wire.AckLine)
 		return
 	}
 	body, err := readBody(w, r, o.MaxBodyBytes)
@@ -229,7 +211,7 @@ func (h *Handler) servePublish(w http.ResponseWriter, r *http.Request, c Caller)
 	}
 	for i := range events {
 		if fam := bus.FamilyOf(events[i].Type); !c.Scopes.CanPublish(fam) {
-			h.refuse(w, r, c, errorf(http.StatusForbidden, "forbidden", "event %d: this caller may not publish family %s; nothing was published", i, fam))
+			h.refuse(w, r, c, errorf(http.StatusForbidden, wire.CodeForbidden, "event %d: this caller may not publish family %s; nothing was published", i, fam))
 			return
 		}
 		events[i].Originator = originator
@@ -252,7 +234,7 @@ func (h *Handler) servePublish(w http.ResponseWriter, r *http.Request, c Caller)
 	b = append(b, `],"lastId":`...)
 	b = strconv.AppendUint(b, last, 10)
 	b = append(b, "}\n"...)
-	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Type", wire.ContentTypeJSON)
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	w.Write(b)
@@ -280,7 +262,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	}
 	if _, err := io.ReadFull(rd, b); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
-			err = errorf(http.StatusBadRequest, "invalid_body", "the body is shorter than its Content-Length")
+			err = errorf(http.StatusBadRequest, wire.CodeInvalidBody, "the body is shorter than its Content-Length")
 		}
 		return nil, err
 	}
@@ -310,14 +292,14 @@ func parseAck(rawQuery string) (string, error) {
 	}
 	q, err := url.ParseQuery(rawQuery)
 	if err != nil {
-		return "", errorf(http.StatusBadRequest, "invalid_query", "malformed query string")
+		return "", errorf(http.StatusBadRequest, wire.CodeInvalidQuery, "malformed query string")
 	}
-	vs, ok := q["ack"]
+	vs, ok := q[wire.ParamAck]
 	if !ok {
 		return "", nil
 	}
-	if len(vs) != 1 || (vs[0] != ackEnd && vs[0] != ackLine) {
-		return "", errorf(http.StatusBadRequest, "invalid_ack", "ack must be %q or %q", ackEnd, ackLine)
+	if len(vs) != 1 || (vs[0] != wire.AckEnd && vs[0] != wire.AckLine) {
+		return "", errorf(http.StatusBadRequest, wire.CodeInvalidAck, "ack must be %q or %q", wire.AckEnd, wire.AckLine)
 	}
 	return vs[0], nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // Streaming publish (SPEC §6, NDJSON): POST /api/v1/sessions/{id}/events
@@ -28,39 +29,12 @@ import (
 // be idle for at most BodyTimeout between reads.
 //
 // With ?ack=end (the default) the reply comes when the body ends: a
-// StreamReply with status 200, or on a failure the JSON error with the
-// same StreamReply as "published" (absent when nothing was). With
+// wire.StreamReply with status 200, or on a failure the JSON error with the
+// same wire.StreamReply as "published" (absent when nothing was). With
 // ?ack=line the reply is NDJSON and streams: {"id":N} per event as soon as
-// it is published, then a StreamReply line at the end, or an error line
+// it is published, then a wire.StreamReply line at the end, or an error line
 // {"error":{…}}. A failure before any event was published is always a
 // plain JSON error with its status.
-
-// MaxStreamAckIDs is the most ids a StreamReply lists; a longer stream's
-// reply gives only the count and the first and last ids.
-const MaxStreamAckIDs = 1000
-
-// StreamReply is the final acknowledgement of a streaming publish.
-type StreamReply struct {
-	// Count is the number of events published.
-	Count int `json:"count"`
-	// FirstID and LastID are the ids of the first and last events
-	// published (absent when Count is 0). Events other publishers sent to
-	// the session at the same time may have ids between them.
-	FirstID uint64 `json:"firstId,omitempty"`
-	LastID  uint64 `json:"lastId,omitempty"`
-	// IDs lists every id when Count is at most MaxStreamAckIDs.
-	IDs []uint64 `json:"ids,omitempty"`
-}
-
-// streamErrorBody is the reply of a streaming publish that failed after
-// publishing some of its lines.
-type streamErrorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-	Published *StreamReply `json:"published,omitempty"`
-}
 
 // streamBuf is the initial read buffer of a streaming publish; it grows
 // to hold the longest line allowed.
@@ -77,7 +51,7 @@ type pubStream struct {
 	lineAcks   bool
 	o          *Options
 
-	reply  StreamReply
+	reply  wire.StreamReply
 	wrote  bool // the response began (line acks)
 	line   int  // lines read so far, blank ones included
 	events []bus.Event
@@ -121,7 +95,7 @@ func (ps *pubStream) run(body io.Reader) error {
 				copy(nb, buf[:wr])
 				buf = nb
 			default:
-				return errorf(http.StatusRequestEntityTooLarge, "event_too_large", "line %d is longer than %d bytes", ps.line+1, maxLine)
+				return errorf(http.StatusRequestEntityTooLarge, wire.CodeEventTooLarge, "line %d is longer than %d bytes", ps.line+1, maxLine)
 			}
 		}
 		n, rerr := body.Read(buf[wr:])
@@ -172,7 +146,7 @@ func (ps *pubStream) run(body io.Reader) error {
 // add decodes one line into the next event.
 func (ps *pubStream) add(raw []byte) error {
 	if int64(len(raw)) > ps.o.MaxEventBytes {
-		return errorf(http.StatusRequestEntityTooLarge, "event_too_large", "line %d is %d bytes; at most %d", ps.line, len(raw), ps.o.MaxEventBytes)
+		return errorf(http.StatusRequestEntityTooLarge, wire.CodeEventTooLarge, "line %d is %d bytes; at most %d", ps.line, len(raw), ps.o.MaxEventBytes)
 	}
 	var ev bus.Event
 	if !scanEvent(raw, &ev) || ev.CheckType() != nil {
@@ -182,7 +156,7 @@ func (ps *pubStream) add(raw []byte) error {
 		}
 	}
 	if fam := bus.FamilyOf(ev.Type); !ps.c.Scopes.CanPublish(fam) {
-		return errorf(http.StatusForbidden, "forbidden", "line %d: this caller may not publish family %s", ps.line, fam)
+		return errorf(http.StatusForbidden, wire.CodeForbidden, "line %d: this caller may not publish family %s", ps.line, fam)
 	}
 	ev.Originator = ps.originator
 	ps.events = append(ps.events, ev)
@@ -206,12 +180,12 @@ func (ps *pubStream) flush() error {
 	}
 	r.LastID = last
 	for n := first; n <= last; n++ {
-		if r.Count < MaxStreamAckIDs {
+		if r.Count < wire.MaxStreamAckIDs {
 			r.IDs = append(r.IDs, n)
 		}
 		r.Count++
 	}
-	if r.Count > MaxStreamAckIDs {
+	if r.Count > wire.MaxStreamAckIDs {
 		r.IDs = nil
 	}
 	if !ps.lineAcks {
@@ -234,7 +208,7 @@ func (ps *pubStream) begin() {
 		return
 	}
 	ps.wrote = true
-	ps.w.Header().Set("Content-Type", ndjsonType)
+	ps.w.Header().Set("Content-Type", wire.ContentTypeNDJSON)
 	ps.w.Header().Set("Cache-Control", "no-store")
 	ps.w.WriteHeader(http.StatusOK)
 }
@@ -258,18 +232,18 @@ var errClientGone = errors.New("ipc: the client stopped reading the acknowledgem
 // readError turns a failed body read into the error to report.
 func (ps *pubStream) readError(err error) error {
 	if ps.h.draining.Load() {
-		return errorf(http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down: lines after line %d were not read", ps.line)
+		return errorf(http.StatusServiceUnavailable, wire.CodeShuttingDown, "the daemon is shutting down: lines after line %d were not read", ps.line)
 	}
 	var e *Error
-	if errors.As(err, &e) && e.Code == "body_timeout" {
-		return errorf(http.StatusRequestTimeout, "body_timeout", "no data for %v after line %d: send a line, or a blank line to keep a quiet stream open, at least every %v", ps.o.BodyTimeout, ps.line, ps.o.BodyTimeout)
+	if errors.As(err, &e) && e.Code == wire.CodeBodyTimeout {
+		return errorf(http.StatusRequestTimeout, wire.CodeBodyTimeout, "no data for %v after line %d: send a line, or a blank line to keep a quiet stream open, at least every %v", ps.o.BodyTimeout, ps.line, ps.o.BodyTimeout)
 	}
 	if e != nil {
 		return e
 	}
 	// The client went away, or its chunked body broke: nobody may read
 	// the reply, but it says what happened.
-	return errorf(http.StatusBadRequest, "invalid_body", "the body broke off after line %d: %v", ps.line, err)
+	return errorf(http.StatusBadRequest, wire.CodeInvalidBody, "the body broke off after line %d: %v", ps.line, err)
 }
 
 // finish sends the final acknowledgement.
@@ -289,8 +263,7 @@ func (ps *pubStream) fail(err error) {
 		return
 	}
 	e := asError(err)
-	var body streamErrorBody
-	body.Error.Code, body.Error.Message = e.Code, e.Message
+	body := wire.StreamErrorBody{Error: wire.ErrorDetail{Code: e.Code, Message: e.Message}}
 	if ps.reply.Count > 0 {
 		body.Published = &ps.reply
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/access"
 	"github.com/localbus/localbus/ipc/ipctest"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // pubStream is a streaming publish in progress: a chunked NDJSON body
@@ -91,7 +92,7 @@ type streamErr struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
 	} `json:"error"`
-	Published *ipc.StreamReply `json:"published"`
+	Published *wire.StreamReply `json:"published"`
 }
 
 func line(typ string, n int) string {
@@ -120,11 +121,11 @@ func TestStreamingPublishPublishesLinesAsTheyArrive(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("reply = %d %s, want 200", status, body)
 	}
-	var got ipc.StreamReply
+	var got wire.StreamReply
 	if err := json.Unmarshal(body, &got); err != nil {
 		t.Fatalf("reply %s: %v", body, err)
 	}
-	want := ipc.StreamReply{Count: 5, FirstID: 1, LastID: 5, IDs: seq(1, 5)}
+	want := wire.StreamReply{Count: 5, FirstID: 1, LastID: 5, IDs: seq(1, 5)}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("reply (-want +got):\n%s", diff)
 	}
@@ -166,7 +167,7 @@ func TestStreamingPublishStopsAtABadLine(t *testing.T) {
 			if got.Error.Code != tc.code || !strings.Contains(got.Error.Message, "line 3") {
 				t.Errorf("error = %+v, want code %s naming line 3", got.Error, tc.code)
 			}
-			if diff := cmp.Diff(&ipc.StreamReply{Count: 2, FirstID: 1, LastID: 2, IDs: seq(1, 2)}, got.Published); diff != "" {
+			if diff := cmp.Diff(&wire.StreamReply{Count: 2, FirstID: 1, LastID: 2, IDs: seq(1, 2)}, got.Published); diff != "" {
 				t.Errorf("published (-want +got):\n%s", diff)
 			}
 			if n := lastID(t, srv, "s"); n != 2 {

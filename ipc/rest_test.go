@@ -15,6 +15,7 @@ import (
 	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/ipctest"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // decodeStrict decodes a reply body into v, refusing unknown fields, and
@@ -37,16 +38,16 @@ func TestPublishReplies(t *testing.T) {
 		name   string
 		header http.Header
 		body   string
-		want   ipc.PublishReply
+		want   wire.PublishReply
 	}{
-		{"one object", nil, `{"type":"a:one","data":{"k":1}}`, ipc.PublishReply{IDs: []uint64{1}, LastID: 1}},
-		{"one object without data", nil, `{"type":"a:two"}`, ipc.PublishReply{IDs: []uint64{2}, LastID: 2}},
-		{"array", nil, `[{"type":"a:b","data":1},{"type":"a:c"},{"type":"a:d","data":null}]`, ipc.PublishReply{IDs: []uint64{3, 4, 5}, LastID: 5}},
-		{"array of one", nil, ` [ {"type":"a:b"} ] `, ipc.PublishReply{IDs: []uint64{6}, LastID: 6}},
-		{"ndjson", header("Content-Type", "application/x-ndjson"), "{\"type\":\"n:a\",\"data\":1}\n\n{\"type\":\"n:b\"}\r\n", ipc.PublishReply{IDs: []uint64{7, 8}, LastID: 8}},
-		{"ndjson with charset", header("Content-Type", "application/x-ndjson; charset=utf-8"), "{\"type\":\"n:c\"}", ipc.PublishReply{IDs: []uint64{9}, LastID: 9}},
-		{"no content type", header("Content-Type", ""), `{"type":"a:e"}`, ipc.PublishReply{IDs: []uint64{10}, LastID: 10}},
-		{"batch of 1000", nil, batchBody(1000), ipc.PublishReply{IDs: seq(11, 1010), LastID: 1010}},
+		{"one object", nil, `{"type":"a:one","data":{"k":1}}`, wire.PublishReply{IDs: []uint64{1}, LastID: 1}},
+		{"one object without data", nil, `{"type":"a:two"}`, wire.PublishReply{IDs: []uint64{2}, LastID: 2}},
+		{"array", nil, `[{"type":"a:b","data":1},{"type":"a:c"},{"type":"a:d","data":null}]`, wire.PublishReply{IDs: []uint64{3, 4, 5}, LastID: 5}},
+		{"array of one", nil, ` [ {"type":"a:b"} ] `, wire.PublishReply{IDs: []uint64{6}, LastID: 6}},
+		{"ndjson", header("Content-Type", "application/x-ndjson"), "{\"type\":\"n:a\",\"data\":1}\n\n{\"type\":\"n:b\"}\r\n", wire.PublishReply{IDs: []uint64{7, 8}, LastID: 8}},
+		{"ndjson with charset", header("Content-Type", "application/x-ndjson; charset=utf-8"), "{\"type\":\"n:c\"}", wire.PublishReply{IDs: []uint64{9}, LastID: 9}},
+		{"no content type", header("Content-Type", ""), `{"type":"a:e"}`, wire.PublishReply{IDs: []uint64{10}, LastID: 10}},
+		{"batch of 1000", nil, batchBody(1000), wire.PublishReply{IDs: seq(11, 1010), LastID: 1010}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -54,7 +55,7 @@ func TestPublishReplies(t *testing.T) {
 			if r.Status != http.StatusOK {
 				t.Fatalf("publish = %d %s, want 200", r.Status, r.Body)
 			}
-			var got ipc.PublishReply
+			var got wire.PublishReply
 			decodeStrict(t, r, &got)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("reply (-want +got):\n%s", diff)
@@ -78,13 +79,13 @@ func TestPublishReplies(t *testing.T) {
 func TestPublishOriginator(t *testing.T) {
 	srv := newServer(t)
 	ctx := testCtx(t)
-	if _, err := srv.TryPublish(ctx, "s", header(ipc.ClientIDHeader, "cli-9"), ev("a:b", "1"), ev("a:c", "2")); err != nil {
+	if _, err := srv.TryPublish(ctx, "s", header(wire.HeaderClientID, "cli-9"), ev("a:b", "1"), ev("a:c", "2")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := srv.TryPublish(ctx, "s", nil, ev("a:d", "3")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := srv.TryPublish(ctx, "s", header(ipc.ClientIDHeader, `we "quote" \ it`), ev("a:e", "4")); err != nil {
+	if _, err := srv.TryPublish(ctx, "s", header(wire.HeaderClientID, `we "quote" \ it`), ev("a:e", "4")); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"cli-9", "cli-9", "", `we "quote" \ it`}
@@ -139,7 +140,7 @@ func TestSessionsREST(t *testing.T) {
 	if r.Status != http.StatusCreated {
 		t.Fatalf("create = %d %s, want 201", r.Status, r.Body)
 	}
-	var gen ipc.SessionInfo
+	var gen wire.SessionInfo
 	decodeStrict(t, r, &gen)
 	if err := bus.ValidateSessionID(gen.ID); err != nil {
 		t.Errorf("generated id %q: %v", gen.ID, err)
@@ -147,12 +148,12 @@ func TestSessionsREST(t *testing.T) {
 	if loc := r.Header.Get("Location"); loc != "/api/v1/sessions/"+gen.ID {
 		t.Errorf("Location = %q, want /api/v1/sessions/%s", loc, gen.ID)
 	}
-	want := ipc.SessionInfo{ID: gen.ID, Epoch: gen.Epoch, Ring: ipc.RingInfo{MaxCount: bus.DefaultRingSize, MaxBytes: bus.DefaultRingMaxBytes}}
+	want := wire.SessionInfo{ID: gen.ID, Epoch: gen.Epoch, Ring: wire.RingInfo{MaxCount: bus.DefaultRingSize, MaxBytes: bus.DefaultRingMaxBytes}}
 	if diff := cmp.Diff(want, gen); diff != "" || gen.Epoch == "" {
 		t.Errorf("created session (-want +got):\n%s", diff)
 	}
 	r2 := srv.Do(t, http.MethodPost, "/api/v1/sessions", nil, []byte(`{}`))
-	var gen2 ipc.SessionInfo
+	var gen2 wire.SessionInfo
 	decodeStrict(t, r2, &gen2)
 	if r2.Status != http.StatusCreated || gen2.ID == gen.ID {
 		t.Errorf("second create = %d %s, want 201 with another id than %s", r2.Status, r2.Body, gen.ID)
@@ -163,7 +164,7 @@ func TestSessionsREST(t *testing.T) {
 	if r.Status != http.StatusCreated {
 		t.Fatalf("create r5 = %d %s, want 201", r.Status, r.Body)
 	}
-	var r5 ipc.SessionInfo
+	var r5 wire.SessionInfo
 	decodeStrict(t, r, &r5)
 	if r5.ID != "r5" || r5.Ring.MaxCount != 5 {
 		t.Errorf("created %+v, want id r5 with ring maxCount 5", r5)
@@ -190,13 +191,13 @@ func TestSessionsREST(t *testing.T) {
 	if keys := slices.Sorted(maps.Keys(ring)); !slices.Equal(keys, []string{"bytes", "count", "maxBytes", "maxCount"}) {
 		t.Errorf("show ring fields %v, want bytes, count, maxBytes, maxCount", keys)
 	}
-	var show ipc.SessionInfo
+	var show wire.SessionInfo
 	decodeStrict(t, r, &show)
 	s, _ := srv.Hub.Session("r5")
 	st5 := s.Bus.Stats()
-	wantShow := ipc.SessionInfo{
+	wantShow := wire.SessionInfo{
 		ID: "r5", Epoch: s.Bus.Epoch(), LastID: 8, EarliestID: ptr[uint64](4), Subscribers: 1,
-		Ring: ipc.RingInfo{Count: 5, Bytes: st5.RingBytes, MaxCount: 5, MaxBytes: bus.DefaultRingMaxBytes},
+		Ring: wire.RingInfo{Count: 5, Bytes: st5.RingBytes, MaxCount: 5, MaxBytes: bus.DefaultRingMaxBytes},
 	}
 	if diff := cmp.Diff(wantShow, show); diff != "" || show.Ring.Bytes <= 0 {
 		t.Errorf("show r5 (-want +got):\n%s", diff)
@@ -204,7 +205,7 @@ func TestSessionsREST(t *testing.T) {
 
 	// List: every session, sorted by id.
 	r = srv.Do(t, http.MethodGet, "/api/v1/sessions", nil, nil)
-	var list ipc.SessionList
+	var list wire.SessionList
 	decodeStrict(t, r, &list)
 	var listed []string
 	for _, si := range list.Sessions {
@@ -251,13 +252,13 @@ func TestSessionsREST(t *testing.T) {
 func TestCaps(t *testing.T) {
 	srv := ipctest.New(t, ipctest.Options{Hub: hubOpts(), Handler: ipc.Options{
 		Version: "1.2.3-test", MaxEventBytes: 4096,
-		Caps: ipc.Limits{RingSize: 100, RingMaxBytes: 1 << 20, MaxQueued: 64, MaxQueuedBytes: 1 << 16, MaxSubscribers: 8, MaxSessions: 10},
+		Caps: wire.Limits{RingSize: 100, RingMaxBytes: 1 << 20, MaxQueued: 64, MaxQueuedBytes: 1 << 16, MaxSubscribers: 8, MaxSessions: 10},
 	}})
 	r := srv.Do(t, http.MethodGet, "/api/v1/caps", nil, nil)
 	if r.Status != http.StatusOK {
 		t.Fatalf("caps = %d %s", r.Status, r.Body)
 	}
-	var caps ipc.Caps
+	var caps wire.Caps
 	decodeStrict(t, r, &caps)
 	if caps.Version != "1.2.3-test" || caps.SchemaVersion != bus.SchemaVersion {
 		t.Errorf("caps version %q schema %d, want 1.2.3-test and %d", caps.Version, caps.SchemaVersion, bus.SchemaVersion)
@@ -267,7 +268,7 @@ func TestCaps(t *testing.T) {
 			t.Errorf("caps features %v lack %s", caps.Features, f)
 		}
 	}
-	want := ipc.Limits{
+	want := wire.Limits{
 		RingSize: 100, RingMaxBytes: 1 << 20, MaxQueued: 64, MaxQueuedBytes: 1 << 16, MaxSubscribers: 8, MaxSessions: 10,
 		MaxEventBytes: 4096, MaxBatch: 1000, MinMaxQueued: 16, MaxMaxQueued: 2048, KeepaliveMs: 15000,
 	}
@@ -347,7 +348,7 @@ func TestCreateSessionRefusesRingSizeOutOfRange(t *testing.T) {
 	createSession(t, srv, "other")
 	for _, body := range []string{`{"id":"r","ringSize":0}`, `{"id":"r","ringSize":-1}`, `{"id":"r","ringSize":1000001}`} {
 		r := srv.Do(t, http.MethodPost, "/api/v1/sessions", nil, []byte(body))
-		var e ipc.ErrorBody
+		var e wire.ErrorBody
 		r.DecodeJSON(t, &e)
 		if r.Status != http.StatusBadRequest || e.Error.Code != "invalid_ringSize" {
 			t.Errorf("create %s = %d %s, want 400 invalid_ringSize", body, r.Status, r.Body)
@@ -360,7 +361,7 @@ func TestCreateSessionRefusesRingSizeOutOfRange(t *testing.T) {
 		t.Errorf("publish to other after the refusals = %+v, want one id", got)
 	}
 	r := srv.Do(t, http.MethodPost, "/api/v1/sessions", nil, []byte(`{"id":"r","ringSize":1}`))
-	var info ipc.SessionInfo
+	var info wire.SessionInfo
 	decodeStrict(t, r, &info)
 	if r.Status != http.StatusCreated || info.Ring.MaxCount != 1 {
 		t.Errorf("create ringSize 1 = %d %s, want 201 with maxCount 1", r.Status, r.Body)

@@ -7,6 +7,7 @@ import (
 	"github.com/localbus/localbus/ipc/access"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // route is one line of the route table: SPEC §6 in code.
@@ -56,7 +57,7 @@ func (s scope) check(c Caller, r *http.Request) error {
 		return nil
 	}
 	if !c.Authenticated {
-		return errorf(http.StatusUnauthorized, "unauthorized", "credentials required: send Authorization: Bearer <key>")
+		return errorf(http.StatusUnauthorized, wire.CodeUnauthorized, "credentials required: send Authorization: Bearer <key>")
 	}
 	ok := false
 	switch s {
@@ -74,7 +75,7 @@ func (s scope) check(c Caller, r *http.Request) error {
 		ok = canPublishAny(c.Scopes)
 	}
 	if !ok {
-		return errorf(http.StatusForbidden, "forbidden", "this caller may not %s", s.verb())
+		return errorf(http.StatusForbidden, wire.CodeForbidden, "this caller may not %s", s.verb())
 	}
 	return nil
 }

@@ -7,10 +7,11 @@ import (
 
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/ipc/internal/framewriter"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // sseRetry is an SSE stream's first line (SPEC §3.2).
-var sseRetry = []byte("retry: " + strconv.Itoa(RetryMs) + "\n\n")
+var sseRetry = []byte("retry: " + strconv.Itoa(wire.RetryMs) + "\n\n")
 
 // setSSEHeaders sets the response headers of an SSE stream (SPEC §3.2).
 func setSSEHeaders(hd http.Header) { framewriter.SetHeaders(hd) }

@@ -15,6 +15,7 @@ import (
 	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/ipctest"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // nextBlock returns the next SSE block, bounded by wait.
@@ -83,7 +84,7 @@ func TestSSEFraming(t *testing.T) {
 		t.Fatalf("event data %q: %v", f.Data, err)
 	}
 	if _, ok := raw["originator"]; ok {
-		t.Errorf("event data %q has an originator without a %s header", f.Data, ipc.ClientIDHeader)
+		t.Errorf("event data %q has an originator without a %s header", f.Data, wire.HeaderClientID)
 	}
 
 	// A quiet stream gets ": ping" comments.

@@ -10,6 +10,7 @@ import (
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/ipc/access"
 	"github.com/localbus/localbus/ipc/internal/framewriter"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // streamTarget is the bus a stream request reads and the restriction it
@@ -26,7 +27,7 @@ func (h *Handler) parseStreamParams(r *http.Request, family string) (bus.Subscri
 	var opts bus.SubscribeOptions
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return opts, errorf(http.StatusBadRequest, "invalid_query", "malformed query string")
+		return opts, errorf(http.StatusBadRequest, wire.CodeInvalidQuery, "malformed query string")
 	}
 	one := func(name string) (string, bool, error) {
 		vs, ok := q[name]
@@ -41,16 +42,16 @@ func (h *Handler) parseStreamParams(r *http.Request, family string) (bus.Subscri
 	if family != "" {
 		opts.Family = family
 	}
-	if s, ok, err := one("since"); err != nil {
+	if s, ok, err := one(wire.ParamSince); err != nil {
 		return opts, err
 	} else if ok {
 		c, err := bus.ParseCursor(s)
 		if err != nil {
-			return opts, errorf(http.StatusBadRequest, "invalid_since", "since: %s", inputReason(err))
+			return opts, errorf(http.StatusBadRequest, wire.CodeInvalidSince, "since: %s", inputReason(err))
 		}
 		opts.Cursor = &c
 	}
-	if s, ok, err := one("maxQueued"); err != nil {
+	if s, ok, err := one(wire.ParamMaxQueued); err != nil {
 		return opts, err
 	} else if ok {
 		n, err := bus.ParseMaxQueued(s)
@@ -59,7 +60,7 @@ func (h *Handler) parseStreamParams(r *http.Request, family string) (bus.Subscri
 		}
 		opts.MaxQueued = n
 	}
-	if s, ok, err := one("types"); err != nil {
+	if s, ok, err := one(wire.ParamTypes); err != nil {
 		return opts, err
 	} else if ok {
 		f, err := bus.ParseFilter(s)
@@ -67,19 +68,19 @@ func (h *Handler) parseStreamParams(r *http.Request, family string) (bus.Subscri
 			return opts, err
 		}
 		if family != "" && !f.Within(family) {
-			return opts, errorf(http.StatusBadRequest, "invalid_types", "types: every type must be in family %s on this route", family)
+			return opts, errorf(http.StatusBadRequest, wire.CodeInvalidTypes, "types: every type must be in family %s on this route", family)
 		}
 		opts.Filter = f
 	}
-	if s, ok, err := one("epoch"); err != nil {
+	if s, ok, err := one(wire.ParamEpoch); err != nil {
 		return opts, err
 	} else if ok {
 		opts.Epoch = s
 	}
-	if e := r.Header.Get("Localbus-Epoch"); e != "" {
+	if e := r.Header.Get(wire.HeaderEpoch); e != "" {
 		opts.Epoch = e
 	}
-	if vs, ok := r.Header["Last-Event-Id"]; ok {
+	if vs, ok := r.Header[http.CanonicalHeaderKey(wire.HeaderLastEventID)]; ok {
 		if c, err := bus.ParseCursor(lastValue(vs)); err == nil {
 			opts.Cursor = &c // the header wins over ?since=
 		} else if opts.Cursor == nil {
@@ -134,7 +135,7 @@ func (h *Handler) serveFamilyWS(w http.ResponseWriter, r *http.Request, c Caller
 // published once the client sees the stream open is delivered.
 func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, kind streamKind, session, family string) {
 	if family != "" && bus.IsReservedFamily(family) && family != bus.FamilyLocalbus {
-		writeError(w, errorf(http.StatusBadRequest, "invalid_family", "family %s is reserved for stream frames", family))
+		writeError(w, errorf(http.StatusBadRequest, wire.CodeInvalidFamily, "family %s is reserved for stream frames", family))
 		return
 	}
 	if session != "" {
@@ -149,11 +150,11 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 		return
 	}
 	if kind == kindWS && !access.IsWebSocketUpgrade(r) {
-		writeError(w, errorf(http.StatusBadRequest, "websocket_required", "this route needs a WebSocket upgrade request"))
+		writeError(w, errorf(http.StatusBadRequest, wire.CodeWebSocketRequired, "this route needs a WebSocket upgrade request"))
 		return
 	}
 	if h.draining.Load() {
-		writeError(w, errorf(http.StatusServiceUnavailable, "shutting_down", "the daemon is shutting down"))
+		writeError(w, errorf(http.StatusServiceUnavailable, wire.CodeShuttingDown, "the daemon is shutting down"))
 		return
 	}
 	o := h.options()
@@ -161,7 +162,7 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 	if session != "" {
 		s, ok := o.Hub.Session(session)
 		if !ok {
-			writeError(w, errorf(http.StatusNotFound, "not_found", "no such session %q", session))
+			writeError(w, errorf(http.StatusNotFound, wire.CodeNotFound, "no such session %q", session))
 			return
 		}
 		b = s.Bus
@@ -212,7 +213,7 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 	}
 	var refusal *bus.Frame
 	if sub == nil {
-		refusal = bus.ErrorFrame(b.Session(), "subscriber_limit", "the subscriber limit is reached; retry later")
+		refusal = bus.ErrorFrame(b.Session(), wire.CodeSubscriberLimit, "the subscriber limit is reached; retry later")
 	}
 	switch kind {
 	case kindSSE:

@@ -8,11 +8,8 @@ import (
 
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/ipc/internal/framewriter"
+	"github.com/localbus/localbus/ipc/wire"
 )
-
-// Subprotocol is the WebSocket subprotocol the server selects when a browser
-// offers "localbus-key.<key>, localbus-key" to authenticate (SPEC §7).
-const Subprotocol = "localbus-key"
 
 // runWS serves a stream over WebSocket (SPEC §3.3, §5): one text frame per
 // envelope, control frames read by a second goroutine, pings every
@@ -27,7 +24,7 @@ const Subprotocol = "localbus-key"
 func (h *Handler) runWS(w http.ResponseWriter, r *http.Request, sub *bus.Subscription, refusal *bus.Frame, done func()) {
 	o := h.options()
 	s, err := framewriter.AcceptWS(w, r, &websocket.AcceptOptions{
-		Subprotocols: []string{Subprotocol},
+		Subprotocols: []string{wire.Subprotocol},
 		// Origin is checked by the authenticator, before the upgrade, with
 		// the daemon's own policy (SPEC §7).
 		InsecureSkipVerify: true,

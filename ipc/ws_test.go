@@ -18,6 +18,7 @@ import (
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/ipctest"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // TestWebSocketFramesEqualSSEData pins the one encoding: a WebSocket text
@@ -39,7 +40,7 @@ func TestWebSocketFramesEqualSSEData(t *testing.T) {
 				t.Fatalf("first WebSocket frame %s, want stream:ready", env.Type)
 			}
 			ctx := testCtx(t)
-			if _, err := srv.TryPublish(ctx, "s", header(ipc.ClientIDHeader, `cli "9"`),
+			if _, err := srv.TryPublish(ctx, "s", header(wire.HeaderClientID, `cli "9"`),
 				ev("build:step", `{"n":1,"s":"é\u2028\"<>&"}`), ev("build:done", ""), ev("x:y", `[1, 2,  3]`)); err != nil {
 				t.Fatal(err)
 			}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/client"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 func sessionCommand() *cli.Command {
@@ -178,7 +178,7 @@ func sessionTable(out io.Writer, list []client.SessionInfo) {
 }
 
 // durabilityText describes what a session keeps on disk.
-func durabilityText(d *ipc.DurabilityInfo) string {
+func durabilityText(d *wire.DurabilityInfo) string {
 	if d == nil {
 		return "memory only: its events do not survive a restart"
 	}

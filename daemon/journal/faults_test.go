@@ -45,8 +45,8 @@ func TestDiskFullRefusesTheAppendAndLeavesNothingHalfWritten(t *testing.T) {
 
 	full.Store(true)
 	_, _, err := b.Publish(events(3, 5, 100)...)
-	if !errors.Is(err, ErrDiskFull) || !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("Publish on a full disk = %v, want ErrDiskFull wrapping ENOSPC", err)
+	if !errors.Is(err, ErrDiskFull) || !errors.Is(err, bus.ErrDiskFull) || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Publish on a full disk = %v, want ErrDiskFull (bus.ErrDiskFull, which the router answers 507) wrapping ENOSPC", err)
 	}
 	if b.LastID() != 3 || b.Stats().RingLen != 3 {
 		t.Errorf("after a refused publish: lastId %d, ring %d; want 3, 3", b.LastID(), b.Stats().RingLen)
@@ -315,5 +315,21 @@ func TestLogRollsOverFullSegments(t *testing.T) {
 				t.Errorf("events across segments (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestAppendAfterCloseIsTheStoreClosedErrorOfTheBus(t *testing.T) {
+	j, _ := open(t, t.TempDir(), Options{})
+	b := newBus(t, j, "s", 0, 0)
+	publish(t, b, events(0, 1, 50)...)
+	if err := j.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	_, _, err := b.Publish(events(1, 1, 50)...)
+	if !errors.Is(err, ErrClosed) || !errors.Is(err, bus.ErrStoreClosed) {
+		t.Fatalf("Publish after Close = %v, want ErrClosed (bus.ErrStoreClosed, which the router answers 503)", err)
+	}
+	if b.LastID() != 1 {
+		t.Errorf("lastId after a refused publish = %d, want 1", b.LastID())
 	}
 }

@@ -18,10 +18,13 @@ import (
 // Errors of the journal.
 var (
 	// ErrDiskFull wraps a write refused for lack of space (ENOSPC, EDQUOT).
-	// The append it refused left nothing behind.
-	ErrDiskFull = errors.New("journal: disk full")
-	// ErrClosed is returned after Close, and by a deleted bus's Store.
-	ErrClosed = errors.New("journal: closed")
+	// The append it refused left nothing behind. It is bus.ErrDiskFull,
+	// the error of the Store interface, so callers above the bus recognise
+	// it without importing the journal.
+	ErrDiskFull = bus.ErrDiskFull
+	// ErrClosed is returned after Close, and by a deleted bus's Store. It
+	// is bus.ErrStoreClosed, like ErrDiskFull.
+	ErrClosed = bus.ErrStoreClosed
 	// ErrLocked is returned by Open when another process holds the journal.
 	ErrLocked = errors.New("journal: in use by another process")
 )

@@ -8,8 +8,8 @@ import (
 
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/daemon/journal"
-	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/ipctest"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // fullDisk fails every write with ENOSPC while full is set, after writing
@@ -50,7 +50,7 @@ func TestRouterAnswers507OnDiskFullAndKeepsServingReads(t *testing.T) {
 	}
 
 	// Reads go on: the session, and a replay of what was acknowledged.
-	var info ipc.SessionInfo
+	var info wire.SessionInfo
 	srv.Do(t, http.MethodGet, "/api/v1/sessions/s", nil, nil).DecodeJSON(t, &info)
 	if info.LastID != 2 || info.Durability == nil || info.Durability.LastSyncedID != 2 || info.Durability.BytesOnDisk <= 0 {
 		t.Errorf("session while the disk is full = %+v (durability %+v), want lastId 2 and durability figures", info, info.Durability)

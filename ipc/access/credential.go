@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // Errors of [BearerToken]. None of them, nor any error of this package,
@@ -94,7 +96,7 @@ func isToken(s string) bool {
 // both "localbus-key.<key>" and "localbus-key"; the server selects
 // SubprotocolName, never the one that holds the key.
 const (
-	SubprotocolName      = "localbus-key"
+	SubprotocolName      = wire.Subprotocol
 	SubprotocolKeyPrefix = SubprotocolName + "."
 )
 

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // A Client talks to one localbus daemon. The zero value dials
@@ -160,7 +162,7 @@ func (c *Client) do(ctx context.Context, method, path string, hdr http.Header, b
 		req.Header[k] = vs
 	}
 	if body != nil && req.Header.Get("Content-Type") == "" {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", wire.ContentTypeJSON)
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.hc.Do(req)

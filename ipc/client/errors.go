@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/localbus/localbus/ipc"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // Sentinels an *APIError unwraps to, for errors.Is.
@@ -67,7 +67,7 @@ const maxErrorBody = 64 << 10
 func apiError(status int, body io.Reader) *APIError {
 	b, _ := io.ReadAll(io.LimitReader(body, maxErrorBody))
 	e := &APIError{Status: status}
-	var eb ipc.ErrorBody
+	var eb wire.ErrorBody
 	if json.Unmarshal(b, &eb) == nil && eb.Error.Code != "" {
 		e.Code, e.Message = eb.Error.Code, eb.Error.Message
 		return e

@@ -7,9 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 
-	"github.com/localbus/localbus/ipc"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // An Event is one event to publish.
@@ -23,7 +22,7 @@ type Event struct {
 
 // PublishReply is the daemon's answer to a publish: the ids it assigned, in
 // order, and the session's last id.
-type PublishReply = ipc.PublishReply
+type PublishReply = wire.PublishReply
 
 // Publish publishes one event of type typ with data (marshalled with
 // encoding/json; pass a json.RawMessage for JSON you already have) to
@@ -52,7 +51,7 @@ func (c *Client) PublishBatch(ctx context.Context, session string, events []Even
 		// The single-event form: smaller, and what a script would send.
 		body = bytes.TrimSuffix(bytes.TrimPrefix(body, []byte("[")), []byte("]"))
 	}
-	return c.publish(ctx, session, "application/json", body)
+	return c.publish(ctx, session, wire.ContentTypeJSON, body)
 }
 
 // PublishNDJSON publishes newline-delimited JSON events, one
@@ -64,15 +63,15 @@ func (c *Client) PublishNDJSON(ctx context.Context, session string, body io.Read
 	if err != nil {
 		return PublishReply{}, fmt.Errorf("client: reading events: %w", err)
 	}
-	return c.publish(ctx, session, "application/x-ndjson", b)
+	return c.publish(ctx, session, wire.ContentTypeNDJSON, b)
 }
 
 func (c *Client) publish(ctx context.Context, session, contentType string, body []byte) (PublishReply, error) {
 	hdr := http.Header{"Content-Type": {contentType}}
 	if c.ClientID != "" {
-		hdr.Set(ipc.ClientIDHeader, c.ClientID)
+		hdr.Set(wire.HeaderClientID, c.ClientID)
 	}
 	var r PublishReply
-	err := c.do(ctx, http.MethodPost, "/api/v1/sessions/"+url.PathEscape(session)+"/events", hdr, body, &r)
+	err := c.do(ctx, http.MethodPost, wire.SessionEventsPath(session), hdr, body, &r)
 	return r, err
 }

@@ -14,14 +14,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/localbus/localbus/ipc"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // StreamReply is the daemon's answer to a streaming publish: how many
 // events it published, the first and last of their ids, and every id when
 // there are at most 1000. Other publishers' events may have ids between
 // FirstID and LastID.
-type StreamReply = ipc.StreamReply
+type StreamReply = wire.StreamReply
 
 // ErrLineTooLong is the cause of a PublishStreamError at a line longer
 // than any daemon takes (its max_event_bytes is at most 64 MiB).
@@ -122,17 +122,17 @@ func (c *Client) publishStream(ctx context.Context, session string, r io.Reader,
 		taken:     make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 	}
-	path := "/api/v1/sessions/" + url.PathEscape(session) + "/events"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint(path, url.Values{"ack": {"end"}}), body)
+	path := wire.SessionEventsPath(session)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint(path, url.Values{wire.ParamAck: {wire.AckEnd}}), body)
 	if err != nil {
 		return StreamReply{}, fmt.Errorf("client: %w", err)
 	}
 	req.ContentLength = -1 // chunked, without net/http probing the body first
 	req.Header = c.header()
-	req.Header.Set("Content-Type", "application/x-ndjson")
+	req.Header.Set("Content-Type", wire.ContentTypeNDJSON)
 	req.Header.Set("Accept", "application/json")
 	if c.ClientID != "" {
-		req.Header.Set(ipc.ClientIDHeader, c.ClientID)
+		req.Header.Set(wire.HeaderClientID, c.ClientID)
 	}
 
 	// The request runs in a goroutine of its own while this one reads r;

@@ -4,34 +4,33 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/url"
 
-	"github.com/localbus/localbus/ipc"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // SessionInfo describes a session: its epoch, last and earliest ids,
 // subscribers and ring occupancy.
-type SessionInfo = ipc.SessionInfo
+type SessionInfo = wire.SessionInfo
 
 // Caps is what the daemon reports of itself: version, schema version,
 // features and limits.
-type Caps = ipc.Caps
+type Caps = wire.Caps
 
 // CreateSession creates a session named id, with a ring of ringSize events
 // (0: the daemon's ring_size). An empty id lets the daemon choose one; the
 // answer names it. An existing id is an *APIError that unwraps to
 // ErrConflict. It needs the admin scope.
 func (c *Client) CreateSession(ctx context.Context, id string, ringSize int) (SessionInfo, error) {
-	body, _ := json.Marshal(ipc.CreateSessionRequest{ID: id, RingSize: ringSize})
+	body, _ := json.Marshal(wire.CreateSessionRequest{ID: id, RingSize: ringSize})
 	var s SessionInfo
-	err := c.do(ctx, http.MethodPost, "/api/v1/sessions", nil, body, &s)
+	err := c.do(ctx, http.MethodPost, wire.PathSessions, nil, body, &s)
 	return s, err
 }
 
 // Sessions lists the daemon's sessions.
 func (c *Client) Sessions(ctx context.Context) ([]SessionInfo, error) {
-	var l ipc.SessionList
-	if err := c.do(ctx, http.MethodGet, "/api/v1/sessions", nil, nil, &l); err != nil {
+	var l wire.SessionList
+	if err := c.do(ctx, http.MethodGet, wire.PathSessions, nil, nil, &l); err != nil {
 		return nil, err
 	}
 	return l.Sessions, nil
@@ -41,20 +40,20 @@ func (c *Client) Sessions(ctx context.Context) ([]SessionInfo, error) {
 // that unwraps to ErrNotFound.
 func (c *Client) Session(ctx context.Context, id string) (SessionInfo, error) {
 	var s SessionInfo
-	err := c.do(ctx, http.MethodGet, "/api/v1/sessions/"+url.PathEscape(id), nil, nil, &s)
+	err := c.do(ctx, http.MethodGet, wire.SessionPath(id), nil, nil, &s)
 	return s, err
 }
 
 // DeleteSession deletes the session named id: its streams end with
 // stream:closed (session_deleted). It needs the admin scope.
 func (c *Client) DeleteSession(ctx context.Context, id string) error {
-	return c.do(ctx, http.MethodDelete, "/api/v1/sessions/"+url.PathEscape(id), nil, nil, nil)
+	return c.do(ctx, http.MethodDelete, wire.SessionPath(id), nil, nil, nil)
 }
 
 // Caps returns what the daemon speaks. It needs no credentials.
 func (c *Client) Caps(ctx context.Context) (Caps, error) {
 	var caps Caps
-	err := c.do(ctx, http.MethodGet, "/api/v1/caps", nil, nil, &caps)
+	err := c.do(ctx, http.MethodGet, wire.PathCaps, nil, nil, &caps)
 	return caps, err
 }
 
@@ -64,11 +63,11 @@ func (c *Client) Caps(ctx context.Context) (Caps, error) {
 // stream:closed (reload) and their Streams reconnect. It needs the admin
 // scope.
 func (c *Client) Reload(ctx context.Context) error {
-	return c.do(ctx, http.MethodPost, "/api/v1/reload", nil, []byte("{}"), nil)
+	return c.do(ctx, http.MethodPost, wire.PathReload, nil, []byte("{}"), nil)
 }
 
 // Ready returns nil when the daemon answers /readyz with 200, so callers
 // can wait for a daemon they started.
 func (c *Client) Ready(ctx context.Context) error {
-	return c.do(ctx, http.MethodGet, "/readyz", nil, nil, nil)
+	return c.do(ctx, http.MethodGet, wire.PathReadyz, nil, nil, nil)
 }

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // maxSSEEvent bounds one SSE event's size in the decoder. The daemon's
@@ -139,7 +141,7 @@ func (s *Stream) dialSSE(ctx context.Context) (func(context.Context, chan<- item
 		defer resp.Body.Close()
 		return nil, apiError(resp.StatusCode, resp.Body)
 	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != wire.ContentTypeSSE {
 		resp.Body.Close()
 		return nil, fmt.Errorf("client: %s answered %q, not an event stream", s.path, mt)
 	}

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/localbus/localbus/ipc"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // Transport is how a stream travels.
@@ -148,7 +148,7 @@ func (c *Client) Stream(ctx context.Context, opts StreamOptions) (*Stream, error
 	if err := c.init(); err != nil {
 		return nil, err
 	}
-	s := &Stream{c: c, opts: opts, retry: ipc.RetryMs * time.Millisecond, base: minBackoff}
+	s := &Stream{c: c, opts: opts, retry: wire.RetryMs * time.Millisecond, base: minBackoff}
 	if s.opts.MaxBackoff <= 0 {
 		s.opts.MaxBackoff = defaultMaxBackoff
 	}
@@ -158,10 +158,10 @@ func (c *Client) Stream(ctx context.Context, opts StreamOptions) (*Stream, error
 	}
 	s.query = url.Values{}
 	if len(opts.Types) > 0 {
-		s.query.Set("types", strings.Join(opts.Types, ","))
+		s.query.Set(wire.ParamTypes, strings.Join(opts.Types, ","))
 	}
 	if opts.MaxQueued != 0 {
-		s.query.Set("maxQueued", strconv.Itoa(opts.MaxQueued))
+		s.query.Set(wire.ParamMaxQueued, strconv.Itoa(opts.MaxQueued))
 	}
 	if opts.Since != nil {
 		s.cursor, s.hasCursor, s.epoch = *opts.Since, true, opts.Epoch
@@ -188,13 +188,11 @@ func streamPath(opts StreamOptions) (string, error) {
 	case opts.Session != "" && opts.Family != "":
 		return "", errors.New("client: a stream follows a session or a family, not both")
 	case opts.Session != "":
-		p := "/api/v1/sessions/" + url.PathEscape(opts.Session)
-		events, ws = p+"/events", p+"/ws"
+		events, ws = wire.SessionEventsPath(opts.Session), wire.SessionWSPath(opts.Session)
 	case opts.Family != "":
-		p := "/api/v1/families/" + url.PathEscape(opts.Family)
-		events, ws = p+"/events", p+"/ws"
+		events, ws = wire.FamilyEventsPath(opts.Family), wire.FamilyWSPath(opts.Family)
 	default:
-		events, ws = "/api/v1/events", "/api/v1/events/ws"
+		events, ws = wire.PathEvents, wire.PathEventsWS
 	}
 	switch opts.Transport {
 	case "", SSE:
@@ -332,9 +330,9 @@ func (s *Stream) resumeHeader() http.Header {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.hasCursor {
-		h.Set("Last-Event-ID", strconv.FormatUint(s.cursor, 10))
+		h.Set(wire.HeaderLastEventID, strconv.FormatUint(s.cursor, 10))
 		if s.epoch != "" {
-			h.Set("Localbus-Epoch", s.epoch)
+			h.Set(wire.HeaderEpoch, s.epoch)
 		}
 	}
 	return h

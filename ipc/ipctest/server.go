@@ -17,6 +17,7 @@ import (
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/ipc"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // Wait bounds every wait of the helpers that take no context of their own.
@@ -196,12 +197,12 @@ func (r *Response) DecodeJSON(tb testing.TB, v any) {
 // ErrorBody decodes an error reply strictly: JSON of exactly the shape
 // {"error":{"code","message"}} with Content-Type application/json, and a
 // code and message that are not empty. It fails the test otherwise.
-func (r *Response) ErrorBody(tb testing.TB) ipc.ErrorBody {
+func (r *Response) ErrorBody(tb testing.TB) wire.ErrorBody {
 	tb.Helper()
 	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
 		tb.Errorf("error reply Content-Type = %q, want application/json", ct)
 	}
-	var body ipc.ErrorBody
+	var body wire.ErrorBody
 	dec := json.NewDecoder(bytes.NewReader(r.Body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil {
@@ -245,8 +246,8 @@ func PublishBody(events ...Event) []byte {
 
 // TryPublish publishes events to session over HTTP and returns the reply;
 // a status other than 200 is an error that quotes the body.
-func (s *Server) TryPublish(ctx context.Context, session string, header http.Header, events ...Event) (ipc.PublishReply, error) {
-	var reply ipc.PublishReply
+func (s *Server) TryPublish(ctx context.Context, session string, header http.Header, events ...Event) (wire.PublishReply, error) {
+	var reply wire.PublishReply
 	r, err := s.Request(ctx, http.MethodPost, "/api/v1/sessions/"+session+"/events", header, PublishBody(events...))
 	if err != nil {
 		return reply, err
@@ -261,7 +262,7 @@ func (s *Server) TryPublish(ctx context.Context, session string, header http.Hea
 }
 
 // Publish is TryPublish bounded by Wait; it fails the test on any error.
-func (s *Server) Publish(tb testing.TB, session string, events ...Event) ipc.PublishReply {
+func (s *Server) Publish(tb testing.TB, session string, events ...Event) wire.PublishReply {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), Wait)
 	defer cancel()

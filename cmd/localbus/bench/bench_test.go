@@ -19,6 +19,7 @@ import (
 
 	"github.com/localbus/localbus/cmd/localbus/bench/benchtest"
 	"github.com/localbus/localbus/ipc"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -258,7 +259,7 @@ func TestFanoutNoticesAServerThatLoses(t *testing.T) {
 }
 
 func TestScenariosOnSmallNumbers(t *testing.T) {
-	srv := benchtest.New(t, benchtest.Faults{}, ipc.Options{Caps: ipc.Limits{RingSize: 300}})
+	srv := benchtest.New(t, benchtest.Faults{}, ipc.Options{Caps: wire.Limits{RingSize: 300}})
 	cases := []struct {
 		name  string
 		c     Config

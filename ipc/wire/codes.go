@@ -1,0 +1,68 @@
+package wire
+
+// Error codes: the "code" of an ErrorBody (ipc/protocol.md, Errors). A
+// client branches on them; the message is for people. The status each
+// comes with is fixed and named after it.
+const (
+	// 400: a path parameter, query parameter, header or body the daemon
+	// refuses. The invalid_* codes name what was wrong.
+	CodeInvalidType       = "invalid_type"
+	CodeInvalidSession    = "invalid_session"
+	CodeInvalidSince      = "invalid_since"
+	CodeInvalidMaxQueued  = "invalid_maxQueued"
+	CodeInvalidTypes      = "invalid_types"
+	CodeInvalidFamily     = "invalid_family"
+	CodeInvalidEvent      = "invalid_event"
+	CodeInvalidBody       = "invalid_body"
+	CodeInvalidQuery      = "invalid_query"
+	CodeInvalidAck        = "invalid_ack"
+	CodeInvalidRingSize   = "invalid_ringSize"
+	CodeInvalidClientID   = "invalid_client_id"
+	CodeWebSocketRequired = "websocket_required"
+	CodeReloadRefused     = "reload_refused"
+
+	// 401: no credentials, unknown ones, or ones sent in the query string.
+	CodeUnauthorized       = "unauthorized"
+	CodeInvalidCredentials = "invalid_credentials"
+	CodeCredentialsInQuery = "credentials_in_query"
+
+	// 403: the caller lacks the route's scope, or a browser's Origin is
+	// not allowed.
+	CodeForbidden        = "forbidden"
+	CodeOriginNotAllowed = "origin_not_allowed"
+
+	// 404: no such session or route.
+	CodeNotFound = "not_found"
+	// 405: the route exists, not with this method (the reply has Allow).
+	CodeMethodNotAllowed = "method_not_allowed"
+	// 408: a request body stalled.
+	CodeBodyTimeout = "body_timeout"
+	// 409: the session exists.
+	CodeSessionExists = "session_exists"
+
+	// 413: an event, a batch or a body over its limit.
+	CodeEventTooLarge = "event_too_large"
+	CodeBatchTooLarge = "batch_too_large"
+	CodeBodyTooLarge  = "body_too_large"
+
+	// 421: on TCP, a Host that is not loopback or allowed.
+	CodeHostNotAllowed = "host_not_allowed"
+	// 429: the daemon's session limit is reached.
+	CodeSessionLimit = "session_limit"
+	// 429 on REST, or the code of a stream's terminal stream:error frame:
+	// the subscriber limit is reached.
+	CodeSubscriberLimit = "subscriber_limit"
+	// 431: the request line and headers are too large.
+	CodeHeadersTooLarge = "headers_too_large"
+
+	// 503: the daemon is shutting down, not ready yet, or cannot reload.
+	CodeShuttingDown      = "shutting_down"
+	CodeNotReady          = "not_ready"
+	CodeReloadUnavailable = "reload_unavailable"
+
+	// 507: the journal's disk is full; nothing was published.
+	CodeDiskFull = "disk_full"
+
+	// 500: anything else; the message says what.
+	CodeInternal = "internal"
+)

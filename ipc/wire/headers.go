@@ -1,0 +1,66 @@
+package wire
+
+// Request headers of the protocol (SPEC §3, §6).
+const (
+	// HeaderEpoch carries the epoch of the bus a resuming stream last read,
+	// with HeaderLastEventID; it wins over the ?epoch= parameter.
+	HeaderEpoch = "Localbus-Epoch"
+	// HeaderLastEventID carries the id of the last event a resuming stream
+	// received; it wins over the ?since= parameter. A malformed value is
+	// ignored.
+	HeaderLastEventID = "Last-Event-ID"
+	// HeaderClientID names a publisher: 1 to 128 printable ASCII
+	// characters, which become the published envelopes' "originator".
+	HeaderClientID = "Localbus-Client-Id"
+)
+
+// Content types of request and response bodies.
+const (
+	// ContentTypeJSON is the type of every JSON body, requests and replies.
+	ContentTypeJSON = "application/json"
+	// ContentTypeNDJSON is the type of a newline-delimited publish, and of
+	// the reply of a streaming publish with ?ack=line.
+	ContentTypeNDJSON = "application/x-ndjson"
+	// ContentTypeSSE is the type of a Server-Sent Events stream.
+	ContentTypeSSE = "text/event-stream"
+)
+
+// Query parameters of the stream and publish routes.
+const (
+	// ParamSince is a stream's resume cursor: an event id, or "now".
+	ParamSince = "since"
+	// ParamTypes is a stream's type filter: comma-separated types or
+	// family:* patterns.
+	ParamTypes = "types"
+	// ParamMaxQueued is a stream's queue limit, within Limits.MinMaxQueued
+	// and Limits.MaxMaxQueued.
+	ParamMaxQueued = "maxQueued"
+	// ParamEpoch is the epoch a stream's cursor belongs to.
+	ParamEpoch = "epoch"
+	// ParamAck chooses a streaming publish's acknowledgements: AckEnd or
+	// AckLine.
+	ParamAck = "ack"
+)
+
+// Values of ParamAck.
+const (
+	// AckEnd answers a streaming publish once, with a StreamReply, when
+	// its body ends (the default).
+	AckEnd = "end"
+	// AckLine answers a streaming publish with NDJSON: a {"id":N} line per
+	// event as soon as it is published, then a StreamReply line (or an
+	// error line).
+	AckLine = "line"
+)
+
+// Subprotocol is the WebSocket subprotocol a browser offers, together with
+// "localbus-key.<key>", to send its key (SPEC §7); the server selects it.
+const Subprotocol = "localbus-key"
+
+// RetryMs is the SSE retry: field every stream starts with, in
+// milliseconds: how long a client waits before it reconnects.
+const RetryMs = 3000
+
+// MaxStreamAckIDs is the most ids a StreamReply lists; a longer stream's
+// reply gives only the count and the first and last ids.
+const MaxStreamAckIDs = 1000

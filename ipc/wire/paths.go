@@ -1,0 +1,47 @@
+package wire
+
+import "net/url"
+
+// Paths of the routes that take no path parameter.
+const (
+	// PathEvents is the global bus's SSE stream.
+	PathEvents = "/api/v1/events"
+	// PathEventsWS is the global bus's WebSocket stream.
+	PathEventsWS = "/api/v1/events/ws"
+	// PathSessions lists sessions (GET) and creates one (POST).
+	PathSessions = "/api/v1/sessions"
+	// PathReload makes the daemon re-read its configuration (POST).
+	PathReload = "/api/v1/reload"
+	// PathCaps answers Caps; it needs no credentials.
+	PathCaps = "/api/v1/caps"
+	// PathHealthz answers 200 while the daemon runs.
+	PathHealthz = "/healthz"
+	// PathReadyz answers 200 once the daemon serves, 503 while it is not
+	// ready or shutting down.
+	PathReadyz = "/readyz"
+	// PathMetrics is the Prometheus exposition.
+	PathMetrics = "/metrics"
+)
+
+// SessionPath is the path of the session id: GET describes it, DELETE
+// deletes it.
+func SessionPath(id string) string { return PathSessions + "/" + url.PathEscape(id) }
+
+// SessionEventsPath is the path of the session id's events: GET streams
+// them as SSE, POST publishes.
+func SessionEventsPath(id string) string { return SessionPath(id) + "/events" }
+
+// SessionWSPath is the path of the session id's WebSocket stream.
+func SessionWSPath(id string) string { return SessionPath(id) + "/ws" }
+
+// FamilyEventsPath is the path of the SSE stream of one family's events
+// across every session.
+func FamilyEventsPath(family string) string {
+	return "/api/v1/families/" + url.PathEscape(family) + "/events"
+}
+
+// FamilyWSPath is the path of the WebSocket stream of one family's events
+// across every session.
+func FamilyWSPath(family string) string {
+	return "/api/v1/families/" + url.PathEscape(family) + "/ws"
+}
