@@ -36,7 +36,9 @@ type Options struct {
 	// it with an *Error (401) when it presents bad credentials. A caller that
 	// presents none and has no peer identity is returned with Authenticated
 	// false, and is refused with 401 on every route that needs a scope. nil
-	// treats every caller as admin.
+	// fails closed: every request to such a route is refused with 401, and
+	// only /healthz, /readyz and /api/v1/caps answer. Auth.Authenticate is
+	// the daemon's policy.
 	Authenticate func(*http.Request) (Caller, error)
 	// MaxEventBytes limits one event's size in a publish; default 1 MiB.
 	MaxEventBytes int64
@@ -110,8 +112,6 @@ type Caller struct {
 	// KeyName names the bearer key used, "" for none.
 	KeyName string
 }
-
-var adminCaller = Caller{Authenticated: true, Scopes: access.NewScopes(access.Admin)}
 
 // A Handler is the router shared by every listener: every route of SPEC §6.
 // It is safe for concurrent use. Streams it serves end when their bus ends
@@ -307,19 +307,27 @@ func splitPath(p string) []string {
 	return out
 }
 
+// errNoPolicy refuses every request that needs a scope when the router has
+// no authenticator: without a policy nobody is anybody.
+var errNoPolicy = errorf(http.StatusUnauthorized, wire.CodeUnauthorized, "this server has no access policy: every request that needs credentials is refused")
+
 // wrap authenticates and authorizes a request for its route, before any of
 // the route's work, upgrade or first byte.
 func (h *Handler) wrap(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		o := h.options()
-		caller := adminCaller
-		if o.Authenticate != nil {
+		var caller Caller
+		switch {
+		case o.Authenticate != nil:
 			c, err := o.Authenticate(r)
 			if err != nil {
 				h.refuse(w, r, c, err)
 				return
 			}
 			caller = c
+		case rt.scope != scopeNone:
+			h.refuse(w, r, caller, errNoPolicy)
+			return
 		}
 		if err := rt.scope.check(caller, r); err != nil {
 			h.refuse(w, r, caller, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/client"
+	"github.com/localbus/localbus/ipc/ipctest"
 )
 
 // exampleDaemon serves the router on a socket in a temporary directory,
@@ -34,7 +35,7 @@ func exampleDaemon() (socket string, stop func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	router := ipc.New(ipc.Options{Hub: h, Logger: slog.New(slog.DiscardHandler)})
+	router := ipc.New(ipc.Options{Hub: h, Authenticate: ipctest.AllowAll, Logger: slog.New(slog.DiscardHandler)})
 	srv := &http.Server{Handler: router}
 	done := make(chan struct{})
 	go func() {

@@ -15,6 +15,7 @@ import (
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/client"
+	"github.com/localbus/localbus/ipc/ipctest"
 )
 
 // wait bounds every wait of these tests.
@@ -64,7 +65,7 @@ func (d *daemon) start() {
 		d.t.Fatalf("hub.New: %v", err)
 	}
 	d.hub = h
-	d.h = ipc.New(ipc.Options{Hub: h, Logger: slog.New(slog.DiscardHandler), Reload: func(context.Context) error {
+	d.h = ipc.New(ipc.Options{Hub: h, Authenticate: ipctest.AllowAll, Logger: slog.New(slog.DiscardHandler), Reload: func(context.Context) error {
 		h.EndStreams(bus.EndReload)
 		return nil
 	}})

@@ -17,6 +17,7 @@ import (
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/ipc"
+	"github.com/localbus/localbus/ipc/access"
 	"github.com/localbus/localbus/ipc/wire"
 )
 
@@ -26,6 +27,12 @@ const Wait = 10 * time.Second
 // Host is the host name request URLs carry; the socket ignores it.
 const Host = "localbus"
 
+// AllowAll is an ipc.Options.Authenticate that makes every caller admin,
+// for tests whose subject is not access control.
+func AllowAll(*http.Request) (ipc.Caller, error) {
+	return ipc.Caller{Authenticated: true, Scopes: access.NewScopes(access.Admin)}, nil
+}
+
 // Options configure a Server.
 type Options struct {
 	// Hub configures the hub the server makes. Its zero value has
@@ -33,6 +40,10 @@ type Options struct {
 	Hub hub.Options
 	// Handler configures the router. Its Hub field is ignored: the router
 	// serves the server's hub. A nil Logger discards the router's log lines.
+	// A nil Authenticate is AllowAll: every caller is admin, so tests of
+	// anything but access control need no credentials. (The router itself
+	// refuses every request that needs a scope when it has no
+	// authenticator.)
 	Handler ipc.Options
 }
 
@@ -67,6 +78,9 @@ func New(tb testing.TB, opts Options) *Server {
 	hopts.Hub = h
 	if hopts.Logger == nil {
 		hopts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if hopts.Authenticate == nil {
+		hopts.Authenticate = AllowAll
 	}
 	s := &Server{Hub: h, Handler: ipc.New(hopts), Socket: socketPath(tb)}
 	ln, err := net.Listen("unix", s.Socket)

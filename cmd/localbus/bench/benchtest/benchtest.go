@@ -19,6 +19,7 @@ import (
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/ipc"
+	"github.com/localbus/localbus/ipc/ipctest"
 )
 
 // Faults say what the server does wrong. Ids are event ids of the session
@@ -42,7 +43,8 @@ type Server struct {
 }
 
 // New starts a server. opts configures the router; its Hub field is
-// ignored, and a nil Logger discards the router's log lines. The hub
+// ignored, a nil Logger discards the router's log lines, and a nil
+// Authenticate is ipctest.AllowAll (every caller is admin). The hub
 // creates sessions on first publish and allows 1000 subscribers per bus.
 func New(tb testing.TB, f Faults, opts ipc.Options) *Server {
 	tb.Helper()
@@ -57,6 +59,9 @@ func New(tb testing.TB, f Faults, opts ipc.Options) *Server {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Authenticate == nil {
+		opts.Authenticate = ipctest.AllowAll
 	}
 	router := ipc.New(opts)
 	dir := tb.TempDir()
