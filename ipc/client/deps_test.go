@@ -1,0 +1,58 @@
+package client_test
+
+import (
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// goTool returns the go command, or skips the test without one.
+func goTool(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	p := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := exec.LookPath(p); err != nil {
+		t.Skip("no go command to list dependencies with")
+	}
+	return p
+}
+
+// TestClientDoesNotLinkTheServer guards SPEC §1: an application that links
+// the Go client links the shared vocabulary (ipc/wire), the frame types of
+// bus, the WebSocket library and the standard library, and nothing of the
+// server: not the router, the daemon, the hub, the journal's bbolt or
+// Prometheus.
+func TestClientDoesNotLinkTheServer(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command(goTool(t), "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}}", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	const mod = "github.com/localbus/localbus/"
+	forbidden := []string{mod + "ipc", mod + "daemon", mod + "bus/hub", "go.etcd.io/bbolt", "github.com/prometheus"}
+	allowed := []string{mod + "ipc/client", mod + "ipc/wire", mod + "bus", "github.com/coder/websocket"}
+	under := func(path, root string) bool { return path == root || strings.HasPrefix(path, root+"/") }
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		path, std, _ := strings.Cut(line, " ")
+		if std == "true" {
+			continue
+		}
+		for _, f := range forbidden {
+			if path == f || (f != mod+"ipc" && under(path, f)) {
+				t.Errorf("ipc/client depends on %s", path)
+			}
+		}
+		ok := false
+		for _, a := range allowed {
+			// bus itself, not bus/hub or bus/bustest.
+			ok = ok || path == a || (a != mod+"bus" && under(path, a))
+		}
+		if !ok {
+			t.Errorf("ipc/client depends on %s, which is not one of %v", path, allowed)
+		}
+	}
+}
