@@ -164,7 +164,7 @@ func (c *Client) do(ctx context.Context, method, path string, hdr http.Header, b
 	if body != nil && req.Header.Get("Content-Type") == "" {
 		req.Header.Set("Content-Type", wire.ContentTypeJSON)
 	}
-	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Accept", wire.ContentTypeJSON)
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {

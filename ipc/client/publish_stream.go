@@ -130,7 +130,7 @@ func (c *Client) publishStream(ctx context.Context, session string, r io.Reader,
 	req.ContentLength = -1 // chunked, without net/http probing the body first
 	req.Header = c.header()
 	req.Header.Set("Content-Type", wire.ContentTypeNDJSON)
-	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Accept", wire.ContentTypeJSON)
 	if c.ClientID != "" {
 		req.Header.Set(wire.HeaderClientID, c.ClientID)
 	}
@@ -193,9 +193,7 @@ func (c *Client) roundTripStream(req *http.Request) (a streamAnswer) {
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		a.apiErr = apiError(resp.StatusCode, bytes.NewReader(b))
-		var eb struct {
-			Published *StreamReply `json:"published"`
-		}
+		var eb wire.StreamErrorBody
 		if json.Unmarshal(b, &eb) == nil && eb.Published != nil {
 			a.reply = *eb.Published
 		}
