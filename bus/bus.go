@@ -191,18 +191,30 @@ func (b *Bus) EarliestID() uint64 {
 // on a closed bus it returns ErrClosed. Publish never blocks on a subscriber:
 // one that cannot keep up is evicted.
 func (b *Bus) Publish(events ...Event) (first, last uint64, err error) {
-	return b.publish(events, false)
+	_, first, last, err = b.publish(events, false, false)
+	return first, last, err
 }
 
 // PublishDaemon is Publish for the daemon's own events: it also accepts the
 // reserved family localbus (never stream).
 func (b *Bus) PublishDaemon(events ...Event) (first, last uint64, err error) {
-	return b.publish(events, true)
+	_, first, last, err = b.publish(events, true, false)
+	return first, last, err
 }
 
-func (b *Bus) publish(events []Event, allowLocalbus bool) (first, last uint64, err error) {
+// PublishFrames is Publish that also returns the frames it appended, in id
+// order, in a slice of their own: what [Bus.PublishCopies] takes to copy a
+// session's events onto the global bus. The frames are shared with the
+// ring and every subscriber; they must not be modified.
+func (b *Bus) PublishFrames(events ...Event) ([]*Frame, error) {
+	frames, _, _, err := b.publish(events, false, true)
+	return frames, err
+}
+
+// publish prepares events and commits them; see commit for keep.
+func (b *Bus) publish(events []Event, allowLocalbus, keep bool) (frames []*Frame, first, last uint64, err error) {
 	if len(events) == 0 {
-		return 0, 0, inputError("events", "", "empty batch")
+		return nil, 0, 0, inputError("events", "", "empty batch")
 	}
 	var one [1]prepared
 	preps := one[:0]
@@ -217,28 +229,42 @@ func (b *Bus) publish(events []Event, allowLocalbus bool) (first, last uint64, e
 	for i := range events {
 		p, err := prepare(&events[i], b.session, allowLocalbus)
 		if err != nil {
-			return 0, 0, err
+			return nil, 0, 0, err
 		}
 		preps = append(preps, p)
 	}
+	return b.commit(preps, keep)
+}
 
+// commit gives preps their ids, appends their frames to the store and
+// queues them to the subscribers, all under b.mu. With keep it returns the
+// frames in a slice of their own; otherwise it builds them in the bus's
+// scratch slice and returns nil.
+func (b *Bus) commit(preps []prepared, keep bool) (frames []*Frame, first, last uint64, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return 0, 0, ErrClosed
+		return nil, 0, 0, ErrClosed
 	}
-	frames := buildFrames(b.frames[:0], preps, b.lastID+1)
+	dst := b.frames[:0]
+	if keep {
+		dst = make([]*Frame, 0, len(preps))
+	}
+	frames = buildFrames(dst, preps, b.lastID+1)
 	if err := b.store.Append(frames); err != nil {
 		clear(frames)
-		return 0, 0, err
+		return nil, 0, 0, err
 	}
 	first, last = b.lastID+1, b.lastID+uint64(len(frames))
 	b.lastID = last
 	b.stats.published.Add(uint64(len(frames)))
 	b.deliverLocked(frames)
+	if keep {
+		return frames, first, last, nil
+	}
 	clear(frames)
 	b.frames = frames[:0]
-	return first, last, nil
+	return nil, first, last, nil
 }
 
 // deliverLocked queues frames to every matching subscriber, evicting those

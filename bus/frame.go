@@ -33,8 +33,9 @@ type Frame struct {
 	// Type is the event type, e.g. "build:step" or "stream:ready".
 	Type string
 
-	sse       []byte // the complete SSE frame, ending in a blank line
-	jsonStart int    // sse[jsonStart:len(sse)-2] is the JSON envelope
+	sse       []byte  // the complete SSE frame, ending in a blank line
+	jsonStart int     // sse[jsonStart:len(sse)-2] is the JSON envelope
+	origin    *Origin // the session event a global copy copies; nil for any other frame
 }
 
 // SSE returns the complete Server-Sent Events frame: "id:" (events only),
@@ -52,6 +53,18 @@ func (f *Frame) Size() int { return len(f.sse) }
 // Reserved reports whether the frame is a stream:* frame (it has no id).
 func (f *Frame) Reserved() bool { return f.ID == 0 }
 
+// Origin returns the session event that the frame copies, for a frame that
+// [Bus.PublishCopies] built; ok is false for every other frame (a session's
+// event, an event published on the global bus with Publish or
+// PublishDaemon, a reserved frame, a frame rebuilt by NewFrame or
+// ParseFrame). The origin is set when the copy is built and never changes.
+func (f *Frame) Origin() (o Origin, ok bool) {
+	if f.origin == nil {
+		return Origin{}, false
+	}
+	return *f.origin, true
+}
+
 // Event is what a publisher hands to Publish.
 type Event struct {
 	// Type is family:name.
@@ -62,9 +75,12 @@ type Event struct {
 	// Originator is the publisher's Localbus-Client-Id, "" when absent.
 	Originator string
 	// Session names the session the event belongs to. On a session's bus it
-	// defaults to the bus's name; on the global bus it is the source session.
+	// defaults to the bus's name and is left empty; an event published on
+	// the global bus with Session and Seq set has the shape of a copy but
+	// carries no [Origin]: the hub copies a session's events with
+	// [Bus.PublishCopies] instead.
 	Session string
-	// Seq is the event's id in its session, set on the global bus only.
+	// Seq is the event's id in its session, for an event of the global bus.
 	Seq uint64
 	// Time is the publish time; zero means now.
 	Time time.Time
@@ -122,8 +138,9 @@ func appendTimestamp(dst []byte, t time.Time) []byte {
 // prepared is an event validated and encoded up to its id: the envelope's
 // bytes after `{"id":N`.
 type prepared struct {
-	typ  string
-	tail *bytes.Buffer
+	typ    string
+	tail   *bytes.Buffer
+	origin *Origin // set for a global copy (PublishCopies)
 }
 
 var tailPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
@@ -254,7 +271,7 @@ func buildFrames(dst []*Frame, preps []prepared, first uint64) []*Frame {
 		off := len(buf)
 		var js int
 		buf, js = p.appendFrame(buf, id)
-		fs[i] = Frame{ID: id, Type: p.typ, sse: buf[off:len(buf):len(buf)], jsonStart: js - off}
+		fs[i] = Frame{ID: id, Type: p.typ, sse: buf[off:len(buf):len(buf)], jsonStart: js - off, origin: p.origin}
 		dst = append(dst, &fs[i])
 	}
 	return dst

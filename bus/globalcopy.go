@@ -5,29 +5,143 @@ import (
 	"strconv"
 )
 
-// The global bus's copy of a session event has the session event's
-// envelope with two changes: its own "id", and a "seq" field (the session's
-// id) after "session". Everything else, data and timestamp included, is
-// the same bytes when the copy was published from the same Event with its
-// Time set, as the hub does. A journal uses that to store the copy as a
-// reference to the session's event: the functions below recognise a copy
-// and rebuild one.
+// The global bus's copy of a session event is the session event's envelope
+// with two changes: its own "id", and a "seq" field (the session's id)
+// after "session". Everything else, data, timestamp and originator, is the
+// same bytes, because the copy is built from them (PublishCopies) rather
+// than encoded again. The copy's frame carries its Origin from the moment
+// it is built, so nothing downstream reads the bytes to learn what it
+// copies; a journal stores the copy as a reference to the session's event
+// and rebuilds it with AppendGlobalEnvelope, the same splice.
 
-// envelopeHead locates the fields of an event envelope this package
-// encoded that come before "data": idEnd is where the "id" value ends,
-// sessionEnd where the "session" field ends (idEnd's "v" and "type" fields
-// included), seqEnd where the "seq" field ends (sessionEnd if there is
-// none).
-type envelopeHead struct {
-	id, seq            uint64
-	session            []byte
-	idEnd, sessionEnd  int
-	seqEnd             int
-	hasSession, hasSeq bool
+// Origin names the session event that a frame of the global bus copies
+// ([Frame.Origin]). Session, Epoch and Seq together name one event for
+// good: a session deleted and created again has a new epoch.
+type Origin struct {
+	// Session is the session's id.
+	Session string
+	// Epoch is the epoch of the session's bus that published the event.
+	Epoch string
+	// Seq is the event's id on the session's bus, the copy's "seq".
+	Seq uint64
 }
 
-func parseEnvelopeHead(env []byte, typ string) (envelopeHead, bool) {
-	var h envelopeHead
+// Copies are events that one session's bus published, for
+// [Bus.PublishCopies] to copy onto the global bus.
+type Copies struct {
+	// From is the session's bus.
+	From *Bus
+	// Frames are events that From published, as [Bus.PublishFrames]
+	// returns them.
+	Frames []*Frame
+}
+
+// PublishCopies appends to the global bus (a bus with no Session) the copies
+// of every batch's frames, in order, as one all-or-nothing batch, and queues
+// them to its subscribers like Publish. Each copy is built from its frame's
+// bytes, with the global bus's id and a "seq" that is the frame's id, and
+// carries its [Origin]. Nothing is validated or encoded again: the frames
+// were when their session's bus published them. It returns the first and
+// last global id; an *InputError, burning no id, for an empty batch, a bus
+// with a Session, or a frame that is not an event its batch's From
+// encoded; ErrClosed on a closed bus; or the store's error.
+func (b *Bus) PublishCopies(batches ...Copies) (first, last uint64, err error) {
+	n := 0
+	for _, c := range batches {
+		n += len(c.Frames)
+	}
+	if n == 0 {
+		return 0, 0, inputError("events", "", "empty batch")
+	}
+	if b.session != "" {
+		return 0, 0, inputError("session", b.session, "copies go on the global bus")
+	}
+	preps := make([]prepared, 0, n)
+	defer func() {
+		for _, p := range preps {
+			p.release()
+		}
+	}()
+	origins := make([]Origin, n)
+	for _, c := range batches {
+		if c.From == nil && len(c.Frames) > 0 {
+			return 0, 0, inputError("frames", "", "copies of no session")
+		}
+		for _, f := range c.Frames {
+			p, ok := prepareCopy(f, c.From.session)
+			if !ok {
+				return 0, 0, inputError("frames", "", "not an event of session "+c.From.session)
+			}
+			o := &origins[len(preps)]
+			*o = Origin{Session: c.From.session, Epoch: c.From.epoch, Seq: f.ID}
+			p.origin = o
+			preps = append(preps, p)
+		}
+	}
+	_, first, last, err = b.commit(preps, false)
+	return first, last, err
+}
+
+// prepareCopy encodes everything but the id of the copy of f, an event of
+// session; false if f is not one this package encoded.
+func prepareCopy(f *Frame, session string) (prepared, bool) {
+	if f.Reserved() || f.origin != nil || session == "" {
+		return prepared{}, false
+	}
+	env := f.JSON()
+	h, ok := parseSessionHead(env, f.Type)
+	if !ok || h.id != f.ID || string(h.session) != session {
+		return prepared{}, false
+	}
+	b := tailPool.Get().(*bytes.Buffer)
+	b.Reset()
+	b.Grow(len(env) + len(`,"seq":`) + 20)
+	b.Write(appendCopyTail(b.AvailableBuffer(), env, h))
+	return prepared{typ: f.Type, tail: b}, true
+}
+
+// AppendGlobalEnvelope appends to dst the envelope of the global bus's
+// copy, under id, of the session event whose type and envelope are given
+// (as Frame.Type and Frame.JSON of a session's event, or a journal's copy
+// of them): byte for byte the envelope of the copy PublishCopies built. ok
+// is false when env is not the envelope of a session's event this package
+// encoded.
+func AppendGlobalEnvelope(dst []byte, typ string, env []byte, id uint64) ([]byte, bool) {
+	h, ok := parseSessionHead(env, typ)
+	if !ok {
+		return dst, false
+	}
+	dst = append(dst, `{"id":`...)
+	dst = strconv.AppendUint(dst, id, 10)
+	return appendCopyTail(dst, env, h), true
+}
+
+// appendCopyTail appends the envelope of the copy of a session's event
+// after its `{"id":N`: the session envelope's fields up to "session", the
+// "seq", then the rest. Both the live copy and a journal's rebuild go
+// through it, so they cannot differ.
+func appendCopyTail(dst, env []byte, h sessionHead) []byte {
+	dst = append(dst, env[h.idEnd:h.sessionEnd]...)
+	dst = append(dst, `,"seq":`...)
+	dst = strconv.AppendUint(dst, h.id, 10)
+	return append(dst, env[h.sessionEnd:]...)
+}
+
+// sessionHead locates the fields of a session event's envelope that come
+// before "data": idEnd is where the "id" value ends, sessionEnd where the
+// "session" field ends.
+type sessionHead struct {
+	id                uint64
+	session           []byte
+	idEnd, sessionEnd int
+}
+
+// parseSessionHead reads the head of env, the envelope of an event of type
+// typ on a session's bus as prepare encodes it: `{"id":N,"v":1,"type":"T",
+// "session":"S"` and no "seq". Session ids are never escaped (they are
+// validated), so the session ends at the next quote.
+func parseSessionHead(env []byte, typ string) (sessionHead, bool) {
+	var h sessionHead
 	const idPrefix, vType, sessionPrefix, seqPrefix = `{"id":`, `,"v":1,"type":"`, `,"session":"`, `,"seq":`
 	if !hasPrefixAt(env, 0, idPrefix) {
 		return h, false
@@ -41,23 +155,18 @@ func parseEnvelopeHead(env []byte, typ string) (envelopeHead, bool) {
 		return h, false
 	}
 	p += len(vType) + len(typ) + 1
-	if hasPrefixAt(env, p, sessionPrefix) {
-		start := p + len(sessionPrefix)
-		end := bytes.IndexByte(env[start:], '"')
-		if end < 0 {
-			return h, false
-		}
-		h.session, h.hasSession = env[start:start+end], true
-		p = start + end + 1
+	if !hasPrefixAt(env, p, sessionPrefix) {
+		return h, false
 	}
-	h.sessionEnd = p
-	if hasPrefixAt(env, p, seqPrefix) {
-		if h.seq, p, ok = scanDecimal(env, p+len(seqPrefix)); !ok {
-			return h, false
-		}
-		h.hasSeq = true
+	start := p + len(sessionPrefix)
+	end := bytes.IndexByte(env[start:], '"')
+	if end <= 0 {
+		return h, false
 	}
-	h.seqEnd = p
+	h.session, h.sessionEnd = env[start:start+end], start+end+1
+	if hasPrefixAt(env, h.sessionEnd, seqPrefix) {
+		return h, false // a copy already
+	}
 	return h, true
 }
 
@@ -79,61 +188,4 @@ func scanDecimal(p []byte, i int) (uint64, int, bool) {
 		n = n*10 + d
 	}
 	return n, j, j > i && (p[i] != '0' || j == i+1)
-}
-
-// GlobalOrigin returns the session and the session's id of a frame of the
-// global bus that copies a session's event; ok is false for any other
-// frame. session shares the frame's memory: it must not be modified.
-func GlobalOrigin(f *Frame) (session []byte, seq uint64, ok bool) {
-	if f.Reserved() {
-		return nil, 0, false
-	}
-	h, ok := parseEnvelopeHead(f.JSON(), f.Type)
-	if !ok || !h.hasSession || !h.hasSeq || h.id != f.ID {
-		return nil, 0, false
-	}
-	return h.session, h.seq, true
-}
-
-// IsGlobalCopy reports whether global is the global bus's copy of the
-// session's event: the same envelope, byte for byte, but for its id and
-// its "seq", which is the session event's id.
-func IsGlobalCopy(global, session *Frame) bool {
-	if global.Reserved() || session.Reserved() || global.Type != session.Type {
-		return false
-	}
-	g, ok := parseEnvelopeHead(global.JSON(), global.Type)
-	if !ok || !g.hasSession || !g.hasSeq || g.id != global.ID || g.seq != session.ID {
-		return false
-	}
-	// The session's envelope must read {"id":<seq>, then the global one's
-	// fields up to "seq", then its fields after it.
-	genv, senv := global.JSON(), session.JSON()
-	if !hasPrefixAt(senv, 0, `{"id":`) {
-		return false
-	}
-	id, p, ok := scanDecimal(senv, len(`{"id":`))
-	if !ok || id != session.ID {
-		return false
-	}
-	head, tail := genv[g.idEnd:g.sessionEnd], genv[g.seqEnd:]
-	return len(senv) == p+len(head)+len(tail) &&
-		bytes.Equal(senv[p:p+len(head)], head) && bytes.Equal(senv[p+len(head):], tail)
-}
-
-// AppendGlobalEnvelope appends to dst the envelope of the global bus's
-// copy, under id, of the session event whose type and envelope are given:
-// the inverse of IsGlobalCopy. ok is false when env is not the envelope of
-// a session's event this package encoded.
-func AppendGlobalEnvelope(dst []byte, typ string, env []byte, id uint64) ([]byte, bool) {
-	h, ok := parseEnvelopeHead(env, typ)
-	if !ok || !h.hasSession || h.hasSeq {
-		return dst, false
-	}
-	dst = append(dst, `{"id":`...)
-	dst = strconv.AppendUint(dst, id, 10)
-	dst = append(dst, env[h.idEnd:h.sessionEnd]...)
-	dst = append(dst, `,"seq":`...)
-	dst = strconv.AppendUint(dst, h.id, 10)
-	return append(dst, env[h.sessionEnd:]...), true
 }

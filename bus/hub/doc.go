@@ -2,12 +2,58 @@
 // global bus, and the one publish path that puts every event on both.
 //
 // A Hub owns its buses. Publishing to a session appends the events to the
-// session's bus and then, in the same order, to the global bus with their
-// session and seq, under a per-session lock so that a global subscriber sees
-// each session's events in seq order. Creating and deleting a session emit
+// session's bus and then their copies to the global bus, under a
+// per-session lock so that a global subscriber sees each session's events
+// in seq order. Creating and deleting a session emit
 // localbus:session-opened and localbus:session-closed on the global bus.
 //
 // The daemon creates one Hub at start, changes its limits on reload and
 // ends its streams on reload and shutdown; the router (package ipc) only
 // looks sessions up, publishes and subscribes.
+//
+// # The global copy
+//
+// [Hub.Publish] publishes a batch on the session's bus with
+// [bus.Bus.PublishFrames], then hands those frames to
+// [bus.Bus.PublishCopies] on the global bus, which builds each copy from its
+// frame's bytes. With a journal, concurrent publishes of different sessions
+// are combined into one global batch (one journal record, one sync), in the
+// order they queued. Invariants:
+//
+//   - A copy is the session event's envelope, byte for byte, with the global
+//     bus's "id" and a "seq" (the session's id) after "session": data,
+//     timestamp and originator are the session event's bytes, never encoded
+//     again.
+//   - A copy carries its [bus.Origin] (session, the session bus's epoch,
+//     seq) from the moment it is built, and only copies do: announcements
+//     and the daemon's other localbus:* events carry none. A journal logs a
+//     copy as a reference to the session's event by that origin, and the
+//     epoch keeps a session deleted and created again from being taken for
+//     the old one.
+//   - Every event a session's bus accepted through Publish gets at most one
+//     copy, and exactly one unless the global bus refused the batch (it is
+//     closed, or its journal failed, say a full disk): the session keeps
+//     its events; the global bus never held them, so no client misses a
+//     global id.
+//   - A session's event is on its bus (and durable in its journal, with
+//     fsync "always") before its copy gets a global id; a session's copies
+//     reach the global bus in seq order, each publish's copies on
+//     consecutive global ids.
+//
+// # Locks
+//
+// Hub.mu guards the session map and settings; creating a session holds it
+// while the journal opens the session's store (Journal.OpenBus) and the
+// session's bus is made, and nothing else calls out under it. Session.publishMu is held from the session bus's
+// publish through the global one; nothing takes it while holding another
+// lock, and a publisher never takes a second session's. Hub.gmu guards the
+// queue of global publishes and is held alone, never while publishing: the
+// publisher that finds no leader becomes it and publishes what others
+// queued, while they wait on their own publishMu. So the order is:
+//
+//	Hub.mu -> the journal (OpenBus, the new bus's store)
+//	Session.publishMu -> session bus.Bus.mu -> its store
+//	Session.publishMu -> global bus.Bus.mu -> the global store -> session stores (journal refs)
+//	bus.Bus.mu -> bus.Subscription.mu (package bus)
+//	Hub.gmu (alone)
 package hub

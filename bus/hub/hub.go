@@ -48,10 +48,24 @@ type Journal interface {
 	Sessions() []string
 	// OpenBus returns the store, epoch and stored ring size (0: the
 	// default) of session, "" for the global bus, creating it with
-	// ringSize if it is not held.
+	// ringSize if it is not held. A store may also implement
+	// DurableStore.
 	OpenBus(session string, ringSize int) (st bus.Store, epoch string, storedRingSize int, err error)
 	// Delete deletes a session's data.
 	Delete(session string) error
+}
+
+// A DurableStore is a bus.Store that keeps its bus on stable storage and
+// can say how far: an optional capability of the stores a Journal opens,
+// asserted once per call of Session.Durability. A session whose store lacks
+// it is kept in memory only. *journal.Store implements it.
+type DurableStore interface {
+	bus.Store
+	// Figures returns what the bus's retained events take on disk and the
+	// last id known to be on stable storage, which may lag the truth under
+	// load but never leads it. It is safe for concurrent use with the
+	// bus's own calls.
+	Figures() (bytesOnDisk int64, lastSyncedID uint64)
 }
 
 // Durability are a durable bus's figures.
@@ -94,7 +108,7 @@ type Session struct {
 // Durability returns the session's durability figures; false when the
 // session is kept in memory only.
 func (s *Session) Durability() (Durability, bool) {
-	f, ok := s.store.(interface{ Figures() (int64, uint64) })
+	f, ok := s.store.(DurableStore)
 	if !ok {
 		return Durability{}, false
 	}
@@ -301,8 +315,8 @@ func (h *Hub) announce(typ, id string) {
 	h.global.PublishDaemon(bus.Event{Type: typ, Data: data})
 }
 
-// Publish appends events to session id as one all-or-nothing batch, then to
-// the global bus with their session and seq. It sets the Time of events
+// Publish appends events to session id as one all-or-nothing batch, then
+// their copies to the global bus (see the package doc). It sets the Time of events
 // that have none. It creates the session first when it is missing and
 // AutoCreate is on; otherwise a missing session is ErrNotFound. It returns
 // the session ids assigned.
@@ -314,9 +328,7 @@ func (h *Hub) Publish(id string, events []bus.Event) (first, last uint64, err er
 	if err != nil {
 		return 0, 0, err
 	}
-	// The session's events and their global copies share their timestamp,
-	// so that the copies differ only in id and seq (a journal stores them
-	// as references, see bus.IsGlobalCopy).
+	// One timestamp for the whole batch.
 	now := time.Now()
 	for i := range events {
 		if events[i].Time.IsZero() {
@@ -325,7 +337,7 @@ func (h *Hub) Publish(id string, events []bus.Event) (first, last uint64, err er
 	}
 	s.publishMu.Lock()
 	defer s.publishMu.Unlock()
-	first, last, err = s.Bus.Publish(events...)
+	frames, err := s.Bus.PublishFrames(events...)
 	if err != nil {
 		if errors.Is(err, bus.ErrClosed) {
 			// Deleted between lookup and publish: as if it never existed.
@@ -333,37 +345,34 @@ func (h *Hub) Publish(id string, events []bus.Event) (first, last uint64, err er
 		}
 		return 0, 0, err
 	}
-	global := make([]bus.Event, len(events))
-	for i, ev := range events {
-		ev.Session = id
-		ev.Seq = first + uint64(i)
-		global[i] = ev
-	}
-	h.publishGlobal(global)
-	return first, last, nil
+	h.publishGlobal(bus.Copies{From: s.Bus, Frames: frames})
+	return frames[0].ID, frames[len(frames)-1].ID, nil
 }
 
-// globalPending is one session publish's events waiting to go onto the
+// globalPending is one session publish's copies waiting to go onto the
 // global bus.
 type globalPending struct {
-	events []bus.Event
+	copies bus.Copies
 	done   chan struct{}
 }
 
-// publishGlobal puts events on the global bus and returns once they are
-// there. With a journal, concurrent publishes are combined: one of them
-// publishes everything queued as one batch, so that they share one journal
-// record and one sync (with fsync "always" the global bus would otherwise
-// sync each publish's record in turn, under its lock). Each session's
-// events stay together and in order, since its publishMu is held.
-func (h *Hub) publishGlobal(events []bus.Event) {
-	// The events were valid for the session's bus, so they are for the
-	// global one; the global bus fails only when closed.
+// publishGlobal puts the copies of a session's events on the global bus and
+// returns once they are there. With a journal, concurrent publishes are
+// combined: one of them publishes everything queued as one batch, so that
+// they share one journal record and one sync (with fsync "always" the
+// global bus would otherwise sync each publish's record in turn, under its
+// lock). Each session's copies stay together and in order, since its
+// publishMu is held.
+func (h *Hub) publishGlobal(c bus.Copies) {
+	// The frames are the session bus's own events, so PublishCopies fails
+	// only when the global bus is closed (by Close) or its journal refuses
+	// the append: the session keeps the events, the global bus goes
+	// without them (they get no global id, so no client misses them).
 	if h.opts.Journal == nil {
-		h.global.Publish(events...)
+		h.global.PublishCopies(c)
 		return
 	}
-	p := &globalPending{events: events, done: make(chan struct{})}
+	p := &globalPending{copies: c, done: make(chan struct{})}
 	h.gmu.Lock()
 	h.gqueue = append(h.gqueue, p)
 	if h.gleader {
@@ -372,18 +381,16 @@ func (h *Hub) publishGlobal(events []bus.Event) {
 		return
 	}
 	h.gleader = true
+	var all []bus.Copies
 	for len(h.gqueue) > 0 {
 		queued := h.gqueue
 		h.gqueue = nil
 		h.gmu.Unlock()
-		all := queued[0].events
-		if len(queued) > 1 {
-			all = nil
-			for _, q := range queued {
-				all = append(all, q.events...)
-			}
+		all = all[:0]
+		for _, q := range queued {
+			all = append(all, q.copies)
 		}
-		h.global.Publish(all...)
+		h.global.PublishCopies(all...)
 		for _, q := range queued {
 			close(q.done)
 		}

@@ -555,8 +555,10 @@ func (j *Journal) OpenBus(session string, ringSize int) (bus.Store, string, int,
 }
 
 func (j *Journal) addStoreLocked(num uint64, m *busMeta) *Store {
-	s := &Store{j: j, num: num, session: m.Session, lastID: m.LastID, ckptID: m.LastID, syncedID: m.LastID,
-		maxLen: bus.DefaultRingSize, maxBytes: bus.DefaultRingMaxBytes}
+	// What the bus held at Open is in the database, not the log: logFloor
+	// keeps references away from it.
+	s := &Store{j: j, num: num, session: m.Session, epoch: m.Epoch, lastID: m.LastID, ckptID: m.LastID,
+		syncedID: m.LastID, logFloor: m.LastID, maxLen: bus.DefaultRingSize, maxBytes: bus.DefaultRingMaxBytes}
 	j.stores[num], j.names[m.Session], j.metas[num] = s, num, m
 	return s
 }

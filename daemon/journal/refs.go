@@ -2,51 +2,55 @@ package journal
 
 import "github.com/localbus/localbus/bus"
 
-// The global bus's events copy the sessions' events (bus.IsGlobalCopy), so
-// the global bus's log records refer to the session records instead of
-// repeating them: a publish then writes, and syncs, its events once. A
-// reference must stay resolvable for as long as its record may be replayed,
-// that is until a checkpoint has copied the global bus's events into the
-// database. Every checkpoint copies all the global bus retains, and sets
-// Journal.retired to the last segment it removes, in one critical section
-// of the global store's lock; refsFor, under the same lock, refers only to
-// session records in later segments. So a record replayed after a crash
-// never refers to a segment that is gone.
+// The global bus's events copy the sessions' events, and each copy carries
+// its origin (bus.Frame.Origin: session, epoch, session id) from the moment
+// the bus built it from the session's frame. So the global bus's log
+// records refer to the session records instead of repeating the events: a
+// publish then writes, and syncs, its events once, and recovery rebuilds
+// the copies with bus.AppendGlobalEnvelope, the splice that built them.
+//
+// A reference must stay resolvable for as long as its record may be
+// replayed, that is until a checkpoint has copied the global bus's events
+// into the database. Every checkpoint copies all the global bus retains,
+// and sets Journal.retired to the last segment it removes, in one critical
+// section of the global store's lock; refsFor, under the same lock, refers
+// only to session records in later segments. So a record replayed after a
+// crash never refers to a segment that is gone.
 
 // origin is a run of the global bus's frames that copy consecutive events
-// of one session: frames[at:at+n] copy the session's ids from first on.
+// of one session's store, ids from first on.
 type origin struct {
 	s     *Store
 	first uint64
 	n     int
-	at    int
 }
 
 // originsOf groups frames of the global bus by the session events they
-// copy; nil when one of them copies none (an announcement, say) or its
-// session is gone. It takes Journal.mu, so the caller must hold no store's
-// lock.
+// copy; nil when one of them copies none (an announcement, say) or copies
+// an event of a bus the journal no longer holds (its session was deleted,
+// perhaps created again under a new epoch). It takes Journal.mu, so the
+// caller must hold no store's lock.
 func (j *Journal) originsOf(frames []*bus.Frame) []origin {
 	var out []origin
-	var name []byte
-	for i, f := range frames {
-		session, seq, ok := bus.GlobalOrigin(f)
+	var prev bus.Origin
+	for _, f := range frames {
+		o, ok := f.Origin()
 		if !ok {
 			return nil
 		}
-		if n := len(out); n > 0 && string(session) == string(name) && out[n-1].first+uint64(out[n-1].n) == seq {
+		if n := len(out); n > 0 && o.Session == prev.Session && o.Epoch == prev.Epoch && out[n-1].first+uint64(out[n-1].n) == o.Seq {
 			out[n-1].n++
 			continue
 		}
 		j.mu.Lock()
-		num, held := j.names[string(session)]
+		num, held := j.names[o.Session]
 		s := j.stores[num]
 		j.mu.Unlock()
-		if !held || len(session) == 0 {
+		if !held || o.Session == "" || s.epoch != o.Epoch {
 			return nil
 		}
-		out = append(out, origin{s: s, first: seq, n: 1, at: i})
-		name = session
+		out = append(out, origin{s: s, first: o.Seq, n: 1})
+		prev = o
 	}
 	return out
 }
@@ -54,14 +58,14 @@ func (j *Journal) originsOf(frames []*bus.Frame) []origin {
 // refsFor returns origins as the runs of a refs record, or nil when one of
 // them cannot be referred to: the record must then hold the events. The
 // global store's lock must be held.
-func (j *Journal) refsFor(origins []origin, frames []*bus.Frame) []refRun {
+func (j *Journal) refsFor(origins []origin) []refRun {
 	if origins == nil {
 		return nil
 	}
 	retired := j.retired.Load()
 	runs := make([]refRun, len(origins))
 	for i, o := range origins {
-		if !o.s.holdsCopied(o.first, frames[o.at:o.at+o.n], retired) {
+		if !o.s.holdsInLog(o.first, o.n, retired) {
 			return nil
 		}
 		runs[i] = refRun{num: o.s.num, first: o.first, n: uint32(o.n)}
@@ -69,13 +73,12 @@ func (j *Journal) refsFor(origins []origin, frames []*bus.Frame) []refRun {
 	return runs
 }
 
-// holdsCopied reports whether the store retains the events that copies
-// copy, ids from first on, each exactly, in log records of segments after
-// retired.
-func (s *Store) holdsCopied(first uint64, copies []*bus.Frame, retired uint64) bool {
+// holdsInLog reports whether the store retains n events from id first on,
+// in log records of segments after retired.
+func (s *Store) holdsInLog(first uint64, n int, retired uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	last := first + uint64(len(copies)) - 1
+	last := first + uint64(n) - 1
 	if s.deleted || s.win.n == 0 || first <= s.logFloor || first < s.win.first || last > s.lastID {
 		return false
 	}
@@ -86,15 +89,5 @@ func (s *Store) holdsCopied(first uint64, copies []*bus.Frame, retired uint64) b
 			break
 		}
 	}
-	if seg <= retired {
-		return false // also 0: no segment known to hold it
-	}
-	base := int(first - s.win.first)
-	for i, c := range copies {
-		e := s.win.at(base + i)
-		if e.f == nil || !bus.IsGlobalCopy(c, e.f) {
-			return false
-		}
-	}
-	return true
+	return seg > retired // also false for 0: no segment known to hold it
 }

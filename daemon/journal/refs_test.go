@@ -257,14 +257,13 @@ func TestAReferenceToEventsTheLogLacksIsDroppedAsCorrupt(t *testing.T) {
 // the event, and it comes back after a crash.
 func TestACopyOfAnEventInARemovedSegmentIsLoggedInFull(t *testing.T) {
 	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	for _, removal := range []string{"checkpoint", "compaction"} {
+	for _, removal := range []string{"none", "checkpoint", "compaction"} {
 		t.Run(removal, func(t *testing.T) {
 			dir := t.TempDir()
 			j, _ := open(t, dir, noKicks)
 			s := newBus(t, j, "s", 1000, 64<<20)
 			g := newBus(t, j, "", 1000, 64<<20)
-			ev := bus.Event{Type: "a:b", Data: json.RawMessage(`{"k":1}`), Time: at}
-			first, _ := publish(t, s, ev)
+			frames := publishFrames(t, s, bus.Event{Type: "a:b", Data: json.RawMessage(`{"k":1}`), Time: at})
 			switch removal {
 			case "checkpoint":
 				if err := j.Checkpoint(); err != nil {
@@ -279,28 +278,113 @@ func TestACopyOfAnEventInARemovedSegmentIsLoggedInFull(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if segs := segmentsIn(t, dir); segs[0] == filepath.Join(dir, segmentName(1)) {
-				t.Fatalf("segment 1, which holds the session's event, was not removed: %v", segs)
+			removed := segmentsIn(t, dir)[0] != filepath.Join(dir, segmentName(1))
+			if removed != (removal != "none") {
+				t.Fatalf("segment 1, which holds the session's event, removed: %v; segments %v", removed, segmentsIn(t, dir))
 			}
 			// A later event of the session, in a segment that stays.
 			publish(t, s, bus.Event{Type: "a:b", Time: at})
-			ev.Session, ev.Seq = "s", first
-			gid, _ := publish(t, g, ev)
-			for _, r := range logRecords(t, dir) {
-				if r.firstID == gid && r.refs != nil {
-					t.Errorf("the copy was logged as a reference to %+v", r.refs)
-				}
+			gid, _, err := g.PublishCopies(bus.Copies{From: s, Frames: frames})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ref := refOf(t, j, dir, gid); ref != !removed {
+				t.Errorf("the copy logged as a reference: %v, want %v", ref, !removed)
 			}
 			gst, _, _, _ := j.OpenBus("", 0)
-			want := ids(retained(gst))
+			want := envelopes(retained(gst))
 			j.crash()
 			j2, lb := open(t, dir, noKicks)
 			st, _, _, _ := j2.OpenBus("", 0)
-			if diff := cmp.Diff(want, ids(retained(st))); diff != "" {
+			if diff := cmp.Diff(want, envelopes(retained(st))); diff != "" {
 				t.Errorf("global bus after a crash (-want +got):\n%s\nlog:\n%s", diff, lb)
 			}
 		})
 	}
+}
+
+// TestACopyOfADeletedSessionsEventIsLoggedInFull deletes a session and
+// creates it again, then publishes the copy of an event of the first one:
+// the new session holds an event under the same id, but the copy's origin
+// names the old epoch, so its record holds the event, and the copy comes
+// back after a crash as it was served.
+func TestACopyOfADeletedSessionsEventIsLoggedInFull(t *testing.T) {
+	dir := t.TempDir()
+	j, _ := open(t, dir, noKicks)
+	g := newBus(t, j, "", 1000, 64<<20)
+	old := newBus(t, j, "s", 1000, 64<<20)
+	frames := publishFrames(t, old, bus.Event{Type: "a:b", Data: json.RawMessage(`"old"`)})
+	if err := j.Delete("s"); err != nil {
+		t.Fatal(err)
+	}
+	again := newBus(t, j, "s", 1000, 64<<20)
+	publish(t, again, bus.Event{Type: "a:b", Data: json.RawMessage(`"new"`)})
+	gid, _, err := g.PublishCopies(bus.Copies{From: old, Frames: frames})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refOf(t, j, dir, gid) {
+		t.Error("the copy was logged as a reference to the new session's event")
+	}
+	gst, _, _, _ := j.OpenBus("", 0)
+	want := envelopes(retained(gst))
+	j.crash()
+	j2, lb := open(t, dir, noKicks)
+	st, _, _, _ := j2.OpenBus("", 0)
+	if diff := cmp.Diff(want, envelopes(retained(st))); diff != "" {
+		t.Errorf("global bus after a crash (-want +got):\n%s\nlog:\n%s", diff, lb)
+	}
+}
+
+// TestACopyOfAnEventRestoredFromTheDatabaseIsLoggedInFull copies, after a
+// restart, an event the session held before it: the event is in the
+// database, not the log, even though the session has written to the log
+// since, so the copy's record holds the event.
+func TestACopyOfAnEventRestoredFromTheDatabaseIsLoggedInFull(t *testing.T) {
+	dir := t.TempDir()
+	j, _ := open(t, dir, noKicks)
+	publish(t, newBus(t, j, "s", 1000, 64<<20), bus.Event{Type: "a:b", Data: json.RawMessage(`1`)})
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j2, _ := open(t, dir, noKicks)
+	s := newBus(t, j2, "s", 1000, 64<<20)
+	g := newBus(t, j2, "", 1000, 64<<20)
+	restored := retainedFrames(t, s)
+	publish(t, s, bus.Event{Type: "a:b", Data: json.RawMessage(`2`)})
+	gid, _, err := g.PublishCopies(bus.Copies{From: s, Frames: restored})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refOf(t, j2, dir, gid) {
+		t.Error("the copy of a restored event was logged as a reference")
+	}
+	gst, _, _, _ := j2.OpenBus("", 0)
+	want := envelopes(retained(gst))
+	j2.crash()
+	j3, lb := open(t, dir, noKicks)
+	st, _, _, _ := j3.OpenBus("", 0)
+	if diff := cmp.Diff(want, envelopes(retained(st))); diff != "" {
+		t.Errorf("global bus after a crash (-want +got):\n%s\nlog:\n%s", diff, lb)
+	}
+}
+
+// retainedFrames returns the events b retains, as a replay gets them.
+func retainedFrames(t *testing.T, b *bus.Bus) []*bus.Frame {
+	t.Helper()
+	sub, err := b.Subscribe(t.Context(), bus.SubscribeOptions{Cursor: new(uint64)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	frames, _ := sub.Take(nil)
+	var out []*bus.Frame
+	for _, f := range frames {
+		if !f.Reserved() {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // TestNoReferenceIntoASegmentACheckpointIsRemoving pins the rule for the
@@ -310,46 +394,68 @@ func TestACopyOfAnEventInARemovedSegmentIsLoggedInFull(t *testing.T) {
 func TestNoReferenceIntoASegmentACheckpointIsRemoving(t *testing.T) {
 	j, _ := open(t, t.TempDir(), noKicks)
 	s := newBus(t, j, "s", 1000, 64<<20)
-	ev := bus.Event{Type: "a:b", Data: json.RawMessage(`1`), Time: time.Now()}
-	first, _ := publish(t, s, ev)
+	frames := publishFrames(t, s, bus.Event{Type: "a:b", Data: json.RawMessage(`1`)})
 	mem, err := bus.New(bus.Options{}) // the global bus's frame, not logged
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer mem.Close()
-	ev.Session, ev.Seq = "s", first
-	copies := []*bus.Frame{publishedFrame(t, mem, ev)}
-	origins := j.originsOf(copies)
-	if len(origins) != 1 {
-		t.Fatalf("originsOf = %+v, want one run", origins)
-	}
-	if refs := j.refsFor(origins, copies); len(refs) != 1 {
-		t.Errorf("segment 1 not being removed: refsFor = %+v, want one run", refs)
-	}
-	j.retired.Store(1)
-	if refs := j.refsFor(origins, copies); refs != nil {
-		t.Errorf("segment 1 being removed: refsFor = %+v, want nil", refs)
-	}
-}
-
-// publishedFrame publishes ev on b and returns its frame.
-func publishedFrame(t *testing.T, b *bus.Bus, ev bus.Event) *bus.Frame {
-	t.Helper()
-	first, _ := publish(t, b, ev)
-	cursor := first - 1
-	sub, err := b.Subscribe(t.Context(), bus.SubscribeOptions{Cursor: &cursor})
+	sub, err := mem.Subscribe(t.Context(), bus.SubscribeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	frames, _ := sub.Take(nil)
-	for _, f := range frames {
-		if f.ID == first {
-			return f
+	sub.Take(nil) // stream:ready
+	if _, _, err := mem.PublishCopies(bus.Copies{From: s, Frames: frames}); err != nil {
+		t.Fatal(err)
+	}
+	copies, _ := sub.Take(nil)
+	origins := j.originsOf(copies)
+	if len(origins) != 1 {
+		t.Fatalf("originsOf = %+v, want one run", origins)
+	}
+	if refs := j.refsFor(origins); len(refs) != 1 {
+		t.Errorf("segment 1 not being removed: refsFor = %+v, want one run", refs)
+	}
+	j.retired.Store(1)
+	if refs := j.refsFor(origins); refs != nil {
+		t.Errorf("segment 1 being removed: refsFor = %+v, want nil", refs)
+	}
+}
+
+// publishFrames publishes evs on b and returns their frames.
+func publishFrames(t *testing.T, b *bus.Bus, evs ...bus.Event) []*bus.Frame {
+	t.Helper()
+	frames, err := b.PublishFrames(evs...)
+	if err != nil {
+		t.Fatalf("PublishFrames: %v", err)
+	}
+	return frames
+}
+
+// refOf reports whether the global bus's log record of event id is a
+// reference; it fails the test if the log holds no such record.
+func refOf(t *testing.T, j *Journal, dir string, id uint64) bool {
+	t.Helper()
+	j.mu.Lock()
+	num := j.names[""]
+	j.mu.Unlock()
+	for _, r := range logRecords(t, dir) {
+		if r.num == num && r.firstID == id {
+			return r.refs != nil
 		}
 	}
-	t.Fatalf("event %d not replayed", first)
-	return nil
+	t.Fatalf("no log record of global event %d", id)
+	return false
+}
+
+// envelopes returns the envelopes of frames, by id.
+func envelopes(frames []*bus.Frame) map[uint64]string {
+	out := map[uint64]string{}
+	for _, f := range frames {
+		out[f.ID] = string(f.JSON())
+	}
+	return out
 }
 
 // TestReplayInManyTransactionsRestoresEverything replays a log in

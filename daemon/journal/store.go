@@ -10,12 +10,14 @@ import (
 )
 
 // A Store is one bus's journal: a bus.Store whose appends are logged before
-// they are retained. The bus calls its methods with the bus lock held; the
+// they are retained. It also implements the hub's optional DurableStore
+// (Figures). The bus calls its methods with the bus lock held; the
 // checkpointer and Figures may call in concurrently, so it locks too.
 type Store struct {
 	j       *Journal
 	num     uint64 // the bus's number in the database, never reused
 	session string // "" for the global bus
+	epoch   string // the bus's epoch, fixed for the store's life
 
 	mu       sync.Mutex // guards the fields below; taken after Journal.mu, before the log's locks
 	win      window     // the retained events; frames restored at Open are nil until read
@@ -26,7 +28,7 @@ type Store struct {
 	dbFirst  uint64    // oldest id the database holds, as of the last checkpoint
 	lastLSN  uint64    // log offset past this bus's last record
 	segs     []segLast // the log segments holding this bus's records not yet in the database
-	logFloor uint64    // ids up to this one are in segments removed, or being removed, from the log
+	logFloor uint64    // ids up to this one are not in the log, or in segments being removed from it
 	syncedID uint64    // last id known durable
 	deleted  bool
 }
@@ -114,7 +116,7 @@ func (s *Store) Append(frames []*bus.Frame) error {
 	if frames[0].ID != s.lastID+1 {
 		return fmt.Errorf("journal: append of id %d after %d", frames[0].ID, s.lastID)
 	}
-	lsn, seq, err := s.j.log(s.num, frames, s.j.refsFor(origins, frames))
+	lsn, seq, err := s.j.log(s.num, frames, s.j.refsFor(origins))
 	if err != nil {
 		return err
 	}

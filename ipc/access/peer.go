@@ -31,13 +31,20 @@ func PeerCred(conn net.Conn) (Peer, error) {
 	return peerCred(uc)
 }
 
+// A netConnWrapper is a connection that wraps another and gives it out, as
+// *tls.Conn does: the optional capability unwrapUnix looks for.
+type netConnWrapper interface {
+	// NetConn returns the wrapped connection.
+	NetConn() net.Conn
+}
+
 // unwrapUnix finds the *net.UnixConn under any NetConn wrappers.
 func unwrapUnix(conn net.Conn) (*net.UnixConn, bool) {
 	for range 8 { // wrappers are few; the bound guards against a cycle
 		switch c := conn.(type) {
 		case *net.UnixConn:
 			return c, c != nil
-		case interface{ NetConn() net.Conn }:
+		case netConnWrapper:
 			conn = c.NetConn()
 		default:
 			return nil, false
