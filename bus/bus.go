@@ -191,28 +191,32 @@ func (b *Bus) EarliestID() uint64 {
 // on a closed bus it returns ErrClosed. Publish never blocks on a subscriber:
 // one that cannot keep up is evicted.
 func (b *Bus) Publish(events ...Event) (first, last uint64, err error) {
-	_, first, last, err = b.publish(events, false, false)
+	_, first, last, err = b.publish(events, false, nil, false)
 	return first, last, err
 }
 
 // PublishDaemon is Publish for the daemon's own events: it also accepts the
 // reserved family localbus (never stream).
 func (b *Bus) PublishDaemon(events ...Event) (first, last uint64, err error) {
-	_, first, last, err = b.publish(events, true, false)
+	_, first, last, err = b.publish(events, true, nil, false)
 	return first, last, err
 }
 
-// PublishFrames is Publish that also returns the frames it appended, in id
-// order, in a slice of their own: what [Bus.PublishCopies] takes to copy a
-// session's events onto the global bus. The frames are shared with the
-// ring and every subscriber; they must not be modified.
-func (b *Bus) PublishFrames(events ...Event) ([]*Frame, error) {
-	frames, _, _, err := b.publish(events, false, true)
-	return frames, err
+// PublishFrames is Publish that also appends the events' frames, in id
+// order, to dst and returns the extended slice (dst unchanged on error):
+// what [Bus.PublishCopies] takes to copy a session's events onto the
+// global bus. The frames are shared with the ring and every subscriber;
+// they must not be modified.
+func (b *Bus) PublishFrames(dst []*Frame, events ...Event) ([]*Frame, error) {
+	frames, _, _, err := b.publish(events, false, dst, true)
+	if err != nil {
+		return dst, err
+	}
+	return frames, nil
 }
 
-// publish prepares events and commits them; see commit for keep.
-func (b *Bus) publish(events []Event, allowLocalbus, keep bool) (frames []*Frame, first, last uint64, err error) {
+// publish prepares events and commits them; see commit for dst and keep.
+func (b *Bus) publish(events []Event, allowLocalbus bool, dst []*Frame, keep bool) (frames []*Frame, first, last uint64, err error) {
 	if len(events) == 0 {
 		return nil, 0, 0, inputError("events", "", "empty batch")
 	}
@@ -233,32 +237,31 @@ func (b *Bus) publish(events []Event, allowLocalbus, keep bool) (frames []*Frame
 		}
 		preps = append(preps, p)
 	}
-	return b.commit(preps, keep)
+	return b.commit(preps, dst, keep)
 }
 
 // commit gives preps their ids, appends their frames to the store and
-// queues them to the subscribers, all under b.mu. With keep it returns the
-// frames in a slice of their own; otherwise it builds them in the bus's
-// scratch slice and returns nil.
-func (b *Bus) commit(preps []prepared, keep bool) (frames []*Frame, first, last uint64, err error) {
+// queues them to the subscribers, all under b.mu. With keep it appends the
+// frames to dst and returns the result; otherwise it builds them in the
+// bus's scratch slice and returns nil.
+func (b *Bus) commit(preps []prepared, dst []*Frame, keep bool) (frames []*Frame, first, last uint64, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return nil, 0, 0, ErrClosed
 	}
-	dst := b.frames[:0]
-	if keep {
-		dst = make([]*Frame, 0, len(preps))
+	if !keep {
+		dst = b.frames[:0]
 	}
 	frames = buildFrames(dst, preps, b.lastID+1)
-	if err := b.store.Append(frames); err != nil {
-		clear(frames)
+	if err := b.store.Append(frames[len(dst):]); err != nil {
+		clear(frames[len(dst):])
 		return nil, 0, 0, err
 	}
-	first, last = b.lastID+1, b.lastID+uint64(len(frames))
+	first, last = b.lastID+1, b.lastID+uint64(len(preps))
 	b.lastID = last
-	b.stats.published.Add(uint64(len(frames)))
-	b.deliverLocked(frames)
+	b.stats.published.Add(uint64(len(preps)))
+	b.deliverLocked(frames[len(dst):])
 	if keep {
 		return frames, first, last, nil
 	}

@@ -56,7 +56,11 @@ func (b *Bus) PublishCopies(batches ...Copies) (first, last uint64, err error) {
 	if b.session != "" {
 		return 0, 0, inputError("session", b.session, "copies go on the global bus")
 	}
-	preps := make([]prepared, 0, n)
+	var one [1]prepared
+	preps := one[:0]
+	if n > 1 {
+		preps = make([]prepared, 0, n)
+	}
 	defer func() {
 		for _, p := range preps {
 			p.release()
@@ -78,7 +82,7 @@ func (b *Bus) PublishCopies(batches ...Copies) (first, last uint64, err error) {
 			preps = append(preps, p)
 		}
 	}
-	_, first, last, err = b.commit(preps, false)
+	_, first, last, err = b.commit(preps, nil, false)
 	return first, last, err
 }
 

@@ -28,7 +28,7 @@ func newBusPair(t testing.TB) (session, global *bus.Bus) {
 // PublishCopies, and returns both frames as subscribers get them.
 func copyOf(t testing.TB, session, global *bus.Bus, ev bus.Event) (sf, gf *bus.Frame) {
 	t.Helper()
-	frames, err := session.PublishFrames(ev)
+	frames, err := session.PublishFrames(nil, ev)
 	if err != nil {
 		t.Fatalf("PublishFrames: %v", err)
 	}
@@ -62,7 +62,7 @@ func encodedCopy(t testing.TB, ev bus.Event, seq, id uint64) []byte {
 		g.PublishDaemon(bus.Event{Type: "localbus:pad"})
 	}
 	ev.Session, ev.Seq = "s", seq
-	frames, err := g.PublishFrames(ev)
+	frames, err := g.PublishFrames(nil, ev)
 	if err != nil {
 		t.Fatalf("encoding the copy: %v", err)
 	}
@@ -139,7 +139,7 @@ func TestPublishCopiesRefusesWhatIsNotAnEventOfItsSession(t *testing.T) {
 	defer other.Close()
 	ev := bus.Event{Type: "a:b", Data: json.RawMessage(`1`)}
 	sf, gf := copyOf(t, session, global, ev)
-	of, err := other.PublishFrames(ev)
+	of, err := other.PublishFrames(nil, ev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func FuzzGlobalCopy(f *testing.F) {
 func BenchmarkGlobalCopy(b *testing.B) {
 	session, global := newBusPair(b)
 	ev := bus.Event{Type: "bench:event", Data: json.RawMessage(`{"n":1,"pad":"` + string(bytes.Repeat([]byte("p"), 260)) + `"}`), Time: time.Now()}
-	frames, err := session.PublishFrames(ev)
+	frames, err := session.PublishFrames(nil, ev)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -101,8 +101,9 @@ type Session struct {
 	// daemon's default.
 	RingSize int
 
-	publishMu sync.Mutex // orders the session's events onto the global bus
-	store     bus.Store  // the bus's store when journaled, else nil
+	publishMu sync.Mutex   // orders the session's events onto the global bus
+	frames    []*bus.Frame // guarded by publishMu: scratch for Publish
+	store     bus.Store    // the bus's store when journaled, else nil
 }
 
 // Durability returns the session's durability figures; false when the
@@ -316,10 +317,10 @@ func (h *Hub) announce(typ, id string) {
 }
 
 // Publish appends events to session id as one all-or-nothing batch, then
-// their copies to the global bus (see the package doc). It sets the Time of events
-// that have none. It creates the session first when it is missing and
-// AutoCreate is on; otherwise a missing session is ErrNotFound. It returns
-// the session ids assigned.
+// their copies to the global bus (see the package doc). It sets the Time
+// of events that have none, one time for the batch. It creates the session
+// first when it is missing and AutoCreate is on; otherwise a missing
+// session is ErrNotFound. It returns the session ids assigned.
 func (h *Hub) Publish(id string, events []bus.Event) (first, last uint64, err error) {
 	if err := bus.ValidateSessionID(id); err != nil {
 		return 0, 0, err
@@ -328,7 +329,6 @@ func (h *Hub) Publish(id string, events []bus.Event) (first, last uint64, err er
 	if err != nil {
 		return 0, 0, err
 	}
-	// One timestamp for the whole batch.
 	now := time.Now()
 	for i := range events {
 		if events[i].Time.IsZero() {
@@ -337,7 +337,7 @@ func (h *Hub) Publish(id string, events []bus.Event) (first, last uint64, err er
 	}
 	s.publishMu.Lock()
 	defer s.publishMu.Unlock()
-	frames, err := s.Bus.PublishFrames(events...)
+	frames, err := s.Bus.PublishFrames(s.frames[:0], events...)
 	if err != nil {
 		if errors.Is(err, bus.ErrClosed) {
 			// Deleted between lookup and publish: as if it never existed.
@@ -346,7 +346,14 @@ func (h *Hub) Publish(id string, events []bus.Event) (first, last uint64, err er
 		return 0, 0, err
 	}
 	h.publishGlobal(bus.Copies{From: s.Bus, Frames: frames})
-	return frames[0].ID, frames[len(frames)-1].ID, nil
+	first, last = frames[0].ID, frames[len(frames)-1].ID
+	// Kept for the next publish, but not the frames (the ring decides how
+	// long they live) nor a large batch's array.
+	clear(frames)
+	if cap(frames) <= 64 {
+		s.frames = frames[:0]
+	}
+	return first, last, nil
 }
 
 // globalPending is one session publish's copies waiting to go onto the

@@ -426,7 +426,7 @@ func TestNoReferenceIntoASegmentACheckpointIsRemoving(t *testing.T) {
 // publishFrames publishes evs on b and returns their frames.
 func publishFrames(t *testing.T, b *bus.Bus, evs ...bus.Event) []*bus.Frame {
 	t.Helper()
-	frames, err := b.PublishFrames(evs...)
+	frames, err := b.PublishFrames(nil, evs...)
 	if err != nil {
 		t.Fatalf("PublishFrames: %v", err)
 	}
