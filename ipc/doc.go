@@ -7,14 +7,17 @@
 // # Where to start
 //
 // routes.go is the route table, SPEC §6 in code: method, pattern, the scope
-// a caller needs, and the function that serves it. Handler.wrap
-// (handler.go) authenticates and authorizes every request by that table
-// before the route's function runs. Streams start in stream.go
-// (serveStream, then runSSE in sse.go or runWS in ws.go, both written by
-// pump in stream.go); publishes in publish.go (one body) and
+// a caller needs, and the function that serves it. Handler.wrap (handler.go)
+// authenticates and authorizes every request by that table before the
+// route's function runs; a Handler without an Authenticate refuses every
+// route that needs a scope (401), so it fails closed. Streams start in
+// stream.go (serveStream, then runSSE in sse.go or runWS in ws.go, both
+// written by pump in stream.go); publishes in publish.go (one body) and
 // publish_stream.go (NDJSON read as it arrives); sessions, reload, caps and
 // health in sessions.go, control.go and info.go; errors in errors.go. The
-// bytes on a stream's socket are written by the internal package
+// bodies, header names, error codes and paths are package ipc/wire's, shared
+// with the Go client (ipc/client), which imports nothing of this package.
+// The bytes on a stream's socket are written by the internal package
 // framewriter, behind its Writer (write frames, ping, close).
 //
 // # From the bus to the socket
