@@ -71,7 +71,8 @@ type Auth struct {
 // string are refused (401) whatever the route; on TCP the Host must be a
 // loopback name or an allowed host (421) and a browser Origin must be the
 // same host or an allowed origin (403); a bearer key, or on a real
-// WebSocket upgrade the localbus-key subprotocol, must be a known key (401);
+// WebSocket upgrade of a …/ws route the localbus-key subprotocol, must be a
+// known key (401);
 // a Unix socket peer gets scopes by its uid unless keys are required there.
 func (a *Auth) Authenticate(r *http.Request) (Caller, error) {
 	if name, found := access.QueryCredential(r.URL.RawQuery); found {
@@ -95,7 +96,10 @@ func (a *Auth) Authenticate(r *http.Request) (Caller, error) {
 	if err != nil {
 		return Caller{}, errorf(http.StatusUnauthorized, wire.CodeInvalidCredentials, "malformed Authorization header: want Bearer <key>")
 	}
-	if !present && access.IsWebSocketUpgrade(r) {
+	// The subprotocol key authenticates only the upgrade of a WebSocket
+	// route: Upgrade headers on any other route (REST, /metrics) change
+	// nothing (SPEC §7).
+	if !present && isWebSocketRoute(r.URL.Path) && access.IsWebSocketUpgrade(r) {
 		key, present = access.SubprotocolKey(r.Header)
 	}
 	if present {

@@ -149,6 +149,16 @@ func TestAuthenticateByTransportAndCredentials(t *testing.T) {
 			hdr: []string{"Sec-WebSocket-Protocol", "localbus-key." + k.admin + ", localbus-key"}},
 		{name: "tcp subprotocol key on a POST with upgrade headers", via: viaTCP, ws: true, method: "POST", target: "/api/v1/sessions",
 			hdr: []string{"Sec-WebSocket-Protocol", "localbus-key." + k.admin + ", localbus-key"}},
+		{name: "tcp subprotocol key on an upgrade of a REST route", via: viaTCP, ws: true,
+			hdr: []string{"Sec-WebSocket-Protocol", "localbus-key." + k.admin + ", localbus-key"}},
+		{name: "tcp subprotocol key on an upgrade of /metrics", via: viaTCP, ws: true, target: "/metrics",
+			hdr: []string{"Sec-WebSocket-Protocol", "localbus-key." + k.admin + ", localbus-key"}},
+		{name: "tcp subprotocol key on an upgrade of an SSE route", via: viaTCP, ws: true, target: "/api/v1/sessions/s1/events",
+			hdr: []string{"Sec-WebSocket-Protocol", "localbus-key." + k.admin + ", localbus-key"}},
+		{name: "tcp subprotocol key on an upgrade of the global ws route", via: viaTCP, ws: true, target: "/api/v1/events/ws",
+			hdr: []string{"Sec-WebSocket-Protocol", "localbus-key." + k.admin + ", localbus-key"}, wantAuth: true, wantScopes: "admin", wantKey: "root-key"},
+		{name: "tcp subprotocol key on an upgrade of a family ws route", via: viaTCP, ws: true, target: "/api/v1/families/build/ws",
+			hdr: []string{"Sec-WebSocket-Protocol", "localbus-key." + k.family + ", localbus-key"}, wantAuth: true, wantScopes: "read:build,publish:build", wantKey: "builder"},
 		{name: "tcp subprotocol key without localbus-key offered", via: viaTCP, ws: true, target: "/api/v1/sessions/s1/ws",
 			hdr: []string{"Sec-WebSocket-Protocol", "localbus-key." + k.admin}},
 		{name: "tcp wrong subprotocol key", via: viaTCP, ws: true, target: "/api/v1/sessions/s1/ws",
@@ -665,19 +675,27 @@ func TestWebSocketSubprotocolCarriesTheKeyAndIsSelected(t *testing.T) {
 		}
 	}
 
-	// The subprotocol key is no second way to authenticate REST.
-	req, err := http.NewRequestWithContext(ctx, "GET", ts.URL+"/api/v1/sessions", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Sec-WebSocket-Protocol", access.SubprotocolKeyPrefix+f.keys.admin+", "+access.SubprotocolName)
-	r, err := ts.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Body.Close()
-	if r.StatusCode != st401 {
-		t.Errorf("REST GET with the subprotocol key = %d, want 401", r.StatusCode)
+	// The subprotocol key is no second way to authenticate REST, with or
+	// without the headers of an upgrade.
+	for _, path := range []string{"/api/v1/sessions", "/metrics"} {
+		for _, upgrade := range []bool{false, true} {
+			req, err := http.NewRequestWithContext(ctx, "GET", ts.URL+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if upgrade {
+				upgradeHeaders(req.Header)
+			}
+			req.Header.Set("Sec-WebSocket-Protocol", access.SubprotocolKeyPrefix+f.keys.admin+", "+access.SubprotocolName)
+			r, err := ts.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Body.Close()
+			if r.StatusCode != st401 {
+				t.Errorf("GET %s with the subprotocol key (upgrade headers %v) = %d, want 401", path, upgrade, r.StatusCode)
+			}
+		}
 	}
 	ts.Client().CloseIdleConnections()
 }

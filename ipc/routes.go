@@ -39,6 +39,18 @@ var routes = []route{
 	{"GET", "/metrics", scopeAdmin, (*Handler).serveMetrics},
 }
 
+// isWebSocketRoute reports whether path is that of a WebSocket route (a
+// GET pattern ending in /ws): the only requests whose subprotocol may carry
+// a key.
+func isWebSocketRoute(path string) bool {
+	for _, rt := range routes {
+		if rt.method == http.MethodGet && strings.HasSuffix(rt.pattern, "/ws") && matchPattern(rt.pattern, path) {
+			return true
+		}
+	}
+	return false
+}
+
 // scope is what a route requires of its caller.
 type scope int
 
