@@ -7,10 +7,11 @@
 // # Where to start
 //
 // [ParseScope] and [Scopes] say what a caller may do. [Load] reads the keys
-// file into a [Keyring]; [Keyring.Lookup] turns a presented key into its
-// [KeyInfo]. [BearerToken], [SubprotocolKey] and [QueryCredential] read
-// credentials from a request; [PeerCred] and [PeerScopes] give a Unix socket
-// peer its scopes.
+// file into a [Keyring] (a regular file owned by the daemon or root, mode
+// 0600, opened without following links or blocking); [Keyring.Lookup] turns
+// a presented key into its [KeyInfo]. [BearerToken], [SubprotocolKey] and
+// [QueryCredential] read credentials from a request; [PeerCred] and
+// [PeerScopes] give a Unix socket peer its scopes.
 //
 // # Scopes and routes
 //
@@ -32,7 +33,7 @@
 //
 //  1. QueryCredential(r.URL.RawQuery): found means 401, logging the name only.
 //  2. BearerToken(r.Header): an error means 401. Without a bearer token, and
-//     only if IsWebSocketUpgrade(r), SubprotocolKey(r.Header).
+//     only on a …/ws route if IsWebSocketUpgrade(r), SubprotocolKey(r.Header).
 //  3. A presented key is looked up with [Keyring.Lookup]; unknown is 401.
 //  4. On the Unix socket with unix_auth = "peer", the caller's scopes are
 //     PeerScopes(peer, daemonUID, unixPeerScopes), joined with the key's by

@@ -79,14 +79,21 @@ type Keyring struct {
 	recs []record // guarded by mu; file order, names unique, digests unique
 }
 
-// Load reads the keys file at path. A file that does not exist, or holds
-// only white space, gives an empty keyring. The file must be a regular file
-// with no permission bits for group or others (like ssh's private keys):
-// anything wider than 0600 is an error naming the path and the mode. Every
-// record is checked: a valid unique name, a well-formed unique hash, at
-// least one valid scope; unknown fields are errors.
+// maxKeysFileBytes bounds what Load reads: far more than any real keys
+// file (a record is about 200 bytes).
+const maxKeysFileBytes = 16 << 20
+
+// Load reads the keys file at path (SPEC §7). A file that does not exist, or
+// holds only white space, gives an empty keyring. The file is opened
+// without following a symbolic link and without blocking, and must be a
+// regular file (a FIFO, device or directory is an error, never a hang),
+// owned by this process's uid or by root, with no permission bits for group
+// or others (like ssh's private keys), and at most 16 MiB. Every error names
+// the path and the reason. Every record is checked: a valid unique name, a
+// well-formed unique hash, at least one valid scope; unknown fields are
+// errors.
 func Load(path string) (*Keyring, error) {
-	f, err := os.Open(path)
+	f, err := openKeysFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &Keyring{}, nil
 	}
@@ -99,20 +106,45 @@ func Load(path string) (*Keyring, error) {
 		return nil, fmt.Errorf("access: keys file: %w", err)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("access: keys file %s is not a regular file", path)
+		return nil, fmt.Errorf("access: keys file %s is not a regular file but a %s", path, fileKind(st.Mode()))
+	}
+	if err := checkKeysOwner(path, st); err != nil {
+		return nil, err
 	}
 	if perm := st.Mode().Perm(); perm&0o077 != 0 {
 		return nil, fmt.Errorf("access: keys file %s has mode %04o, which lets others read it; want 0600 (chmod 600 %s)", path, perm, path)
 	}
-	data, err := io.ReadAll(f)
+	data, err := io.ReadAll(io.LimitReader(f, maxKeysFileBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("access: keys file: %w", err)
+	}
+	if len(data) > maxKeysFileBytes {
+		return nil, fmt.Errorf("access: keys file %s is larger than %d bytes", path, maxKeysFileBytes)
 	}
 	recs, err := parseKeys(data)
 	if err != nil {
 		return nil, fmt.Errorf("access: keys file %s: %w", path, err)
 	}
 	return &Keyring{recs: recs}, nil
+}
+
+// fileKind names the type of a file that is not a regular one.
+func fileKind(m fs.FileMode) string {
+	switch m.Type() {
+	case fs.ModeDir:
+		return "directory"
+	case fs.ModeNamedPipe:
+		return "FIFO"
+	case fs.ModeSocket:
+		return "socket"
+	case fs.ModeDevice:
+		return "block device"
+	case fs.ModeDevice | fs.ModeCharDevice:
+		return "character device"
+	case fs.ModeSymlink:
+		return "symbolic link"
+	}
+	return "special file"
 }
 
 // parseKeys decodes and checks the keys file contents.
