@@ -7,6 +7,7 @@ package daemon_test
 // without Accept=.
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"net"
@@ -204,4 +205,97 @@ func TestActivationVariablesForAnotherProcessAreIgnored(t *testing.T) {
 	}
 	createSession(t, d, "s")
 	publish(t, d, "s", "test:one", "1")
+}
+
+// freeTCPPort returns a TCP port that nothing listened on a moment ago, for
+// an activator that needs a fixed address.
+func freeTCPPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// TestSocketActivationHoldsTCPToTheLoopbackRule hands the daemon an
+// activated TCP socket bound to 0.0.0.0, as a socket unit with
+// ListenStream=8001 does (SPEC §7): without allow_remote the daemon refuses
+// to start, exactly as it refuses listen_tcp = "0.0.0.0:8001"; with it, it
+// serves there, and a reload that turns allow_remote off is refused while
+// the socket is served.
+func TestSocketActivationHoldsTCPToTheLoopbackRule(t *testing.T) {
+	activate := daemontest.SocketActivate(t)
+	start := func(t *testing.T, config string) (*daemontest.Daemon, string) {
+		t.Helper()
+		dir := t.TempDir()
+		sock := filepath.Join(dir, "lb.sock")
+		port := freeTCPPort(t)
+		d := daemontest.Start(t, daemontest.Options{
+			Dir: dir, Socket: sock, NoSocket: true, NoWait: true, Config: config,
+			Wrapper: []string{activate, "--listen=" + sock, "--listen=0.0.0.0:" + port, "--fdname=unix:tcp"},
+		})
+		d.WaitStderr(t, "Listening on "+sock, patience)
+		d.WaitStderr(t, "Listening on 0.0.0.0:"+port, patience)
+		return d, port
+	}
+
+	t.Run("refused without allow_remote", func(t *testing.T) {
+		t.Parallel()
+		d, port := start(t, "")
+		// The first connection starts the daemon, which refuses the socket.
+		c, err := net.Dial("tcp", "127.0.0.1:"+port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if code, _ := waitExit(t, d, time.Now()); code != 1 {
+			t.Errorf("exit code = %d, want 1", code)
+		}
+		log := d.Stderr()
+		if !strings.Contains(log, "0.0.0.0:"+port) || !strings.Contains(log, "not on a loopback address") || !strings.Contains(log, "allow_remote") {
+			t.Errorf("daemon said %q, want a message naming 0.0.0.0:%s, loopback and allow_remote", log, port)
+		}
+		if strings.Contains(log, "msg=ready") {
+			t.Errorf("the daemon got ready on a non-loopback activated socket:\n%s", log)
+		}
+	})
+
+	t.Run("served with allow_remote", func(t *testing.T) {
+		t.Parallel()
+		d, port := start(t, "allow_remote = true\n")
+		d.WaitReady(t)
+		ctx, cancel := context.WithTimeout(context.Background(), patience)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+port+"/healthz", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET /healthz on the activated TCP socket = %d, want 200", resp.StatusCode)
+		}
+
+		d.WriteConfig(t, "allow_remote = false\n")
+		status, body := d.Do(t, http.MethodPost, "/api/v1/reload", "")
+		if status != http.StatusBadRequest {
+			t.Fatalf("POST /api/v1/reload turning allow_remote off = %d %s, want 400", status, body)
+		}
+		if e := daemontest.DecodeError(t, body); !strings.Contains(e.Error.Message, "allow_remote") || !strings.Contains(e.Error.Message, "0.0.0.0:"+port) {
+			t.Errorf("reload refusal %q, want it to name allow_remote and 0.0.0.0:%s", e.Error.Message, port)
+		}
+		d.WriteConfig(t, "allow_remote = true\nring_size = 100\n")
+		if status, body := d.Do(t, http.MethodPost, "/api/v1/reload", ""); status != http.StatusOK {
+			t.Errorf("POST /api/v1/reload keeping allow_remote = %d %s, want 200", status, body)
+		}
+		d.Signal(t, syscall.SIGTERM)
+		if code, _ := waitExit(t, d, time.Now()); code != 0 {
+			t.Errorf("exit code = %d, want 0", code)
+		}
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -46,6 +47,10 @@ type Daemon struct {
 	notifier *systemd.Notifier
 	server   *http.Server
 	conns    *connTracker // the server's new and active connections
+	// remote are the addresses of the TCP listeners served that are not
+	// loopback ones (set by listen): allow_remote must stay on while they
+	// are served, reloads included.
+	remote []string
 
 	reloadMu sync.Mutex // serializes reloads and shutdown; guards cfg and stopping
 	cfg      Config
@@ -230,6 +235,14 @@ func (d *Daemon) listen() (ls []net.Listener, cleanup func(), err error) {
 				ls = append(ls, l)
 			}
 		}
+		// An inherited TCP socket is held to the rule of listen_tcp
+		// (SPEC §7): loopback only, unless allow_remote is set.
+		d.remote = nonLoopback(ls)
+		if len(d.remote) > 0 && !d.cfg.AllowRemote {
+			cleanup()
+			return nil, nil, fmt.Errorf("activated TCP socket on %s is not on a loopback address; set allow_remote to serve it, or bind it to 127.0.0.1 or ::1 in the socket unit",
+				strings.Join(d.remote, ", "))
+		}
 		if d.cfg.ListenTCP != "" && len(inherited[systemd.NameTCP]) == 0 {
 			d.log.Warn("listen_tcp is ignored under socket activation; add a ListenStream= with FileDescriptorName=tcp to the socket unit",
 				"listen_tcp", d.cfg.ListenTCP)
@@ -254,6 +267,7 @@ func (d *Daemon) listen() (ls []net.Listener, cleanup func(), err error) {
 		ls = append(ls, t)
 		d.log.Info("listening", "tcp", t.Addr().String())
 	}
+	d.remote = nonLoopback(ls)
 	return ls, cleanup, nil
 }
 
@@ -447,7 +461,19 @@ func (d *Daemon) reload() error {
 	if err != nil {
 		return err
 	}
-	if restart := keepRestartSettings(d.cfg, &next); len(restart) > 0 {
+	restart := keepRestartSettings(d.cfg, &next)
+	// The file was valid on its own; the configuration that will run is
+	// the file's reloadable values with the running ones of the rest
+	// (listen_tcp with allow_remote from the file, say), so check that too.
+	if err := next.Validate(); err != nil {
+		return fmt.Errorf("with the settings that change only on restart kept at their running values: %w", err)
+	}
+	if len(d.remote) > 0 && !next.AllowRemote {
+		return &ConfigError{Key: "allow_remote", Msg: fmt.Sprintf(
+			"the daemon serves %s, which is not a loopback address, until it restarts; keep allow_remote = true, or restart without that address",
+			strings.Join(d.remote, ", "))}
+	}
+	if len(restart) > 0 {
 		d.log.Warn("these settings change only on restart; keeping their running values", "keys", restart)
 	}
 	auth, err := newAuth(next)

@@ -329,6 +329,34 @@ func TestReloadRefusesInvalidConfigAndKeepsServing(t *testing.T) {
 	}
 }
 
+// TestReloadKeepsARemoteListenerBehindAllowRemote serves listen_tcp on
+// 0.0.0.0 with allow_remote, then reloads files that turn allow_remote off:
+// listen_tcp changes only on restart, so the running address would go on
+// being served without allow_remote. Each such reload is refused (SPEC §7),
+// whether the file still names the address, names a loopback one or none;
+// one that keeps allow_remote is applied.
+func TestReloadKeepsARemoteListenerBehindAllowRemote(t *testing.T) {
+	d := daemontest.Start(t, daemontest.Options{Config: "listen_tcp = \"0.0.0.0:0\"\nallow_remote = true\n"})
+	for _, config := range []string{
+		"allow_remote = false\n",
+		"listen_tcp = \"127.0.0.1:0\"\n",
+		"listen_tcp = \"0.0.0.0:0\"\n",
+	} {
+		d.WriteConfig(t, config)
+		status, body := d.Do(t, http.MethodPost, "/api/v1/reload", "")
+		if status != http.StatusBadRequest {
+			t.Fatalf("POST /api/v1/reload with %q = %d %s, want 400", config, status, body)
+		}
+		if e := daemontest.DecodeError(t, body); !strings.Contains(e.Error.Message, "allow_remote") {
+			t.Errorf("POST /api/v1/reload with %q: error %q does not name allow_remote", config, e.Error.Message)
+		}
+	}
+	d.WriteConfig(t, "listen_tcp = \"0.0.0.0:0\"\nallow_remote = true\nring_size = 100\n")
+	if status, body := d.Do(t, http.MethodPost, "/api/v1/reload", ""); status != http.StatusOK {
+		t.Errorf("POST /api/v1/reload keeping allow_remote = %d %s, want 200", status, body)
+	}
+}
+
 // lastLine returns the last line of log that contains s.
 func lastLine(log, s string) string {
 	lines := strings.Split(log, "\n")

@@ -60,6 +60,19 @@ func listenUnix(path string, mode os.FileMode, group string) (ln *net.UnixListen
 	return ln, stale, nil
 }
 
+// nonLoopback returns the addresses of the TCP listeners in ls that are
+// not bound to a loopback address: a wildcard (0.0.0.0, ::) or any other
+// interface's address.
+func nonLoopback(ls []net.Listener) []string {
+	var out []string
+	for _, l := range ls {
+		if a, ok := l.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() {
+			out = append(out, a.String())
+		}
+	}
+	return out
+}
+
 // live reports whether something accepts connections on the socket at path.
 func live(path string) bool {
 	c, err := net.DialTimeout("unix", path, time.Second)
