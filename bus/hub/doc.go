@@ -56,4 +56,12 @@
 //	Session.publishMu -> global bus.Bus.mu -> the global store -> session stores (journal refs)
 //	bus.Bus.mu -> bus.Subscription.mu (package bus)
 //	Hub.gmu (alone)
+//	Hub.Delete: Session.publishMu (alone, once the bus is closed) -> the journal (Delete)
+//
+// # Deleting
+//
+// A session being deleted leaves a tombstone in the hub until the journal
+// has forgotten it: a publish or Create of its id waits for the delete to
+// end, so the id created again is a new session with a new epoch and never
+// the deleted one's store.
 package hub

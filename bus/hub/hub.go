@@ -89,6 +89,11 @@ type Hub struct {
 	closed   bool
 	opts     Options
 	sessions map[string]*Session
+	// deleting holds a tombstone for each session being deleted, closed
+	// once the journal has forgotten it: until then nothing may create the
+	// id again, or the journal would hand the new session the old one's
+	// store and epoch (and then delete them under it).
+	deleting map[string]chan struct{}
 	retired  bus.Stats // counters of deleted sessions, so totals never go down
 }
 
@@ -139,7 +144,7 @@ func New(opts Options) (*Hub, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Hub{global: g, opts: opts, sessions: make(map[string]*Session)}
+	h := &Hub{global: g, opts: opts, sessions: make(map[string]*Session), deleting: make(map[string]chan struct{})}
 	if opts.Journal != nil {
 		// Restored sessions are not announced: they were opened before.
 		for _, id := range opts.Journal.Sessions() {
@@ -191,7 +196,7 @@ func (h *Hub) Create(id string, ringSize int) (*Session, error) {
 	if ringSize < 0 || ringSize > bus.MaxRingSize {
 		return nil, &bus.InputError{Field: "ringSize", Reason: "want 1 to 1000000"}
 	}
-	h.mu.Lock()
+	h.lockSettled(id)
 	s, err := h.createLocked(id, ringSize, false)
 	h.mu.Unlock()
 	if err != nil {
@@ -199,6 +204,21 @@ func (h *Hub) Create(id string, ringSize int) (*Session, error) {
 	}
 	h.announce("localbus:session-opened", id)
 	return s, nil
+}
+
+// lockSettled locks h.mu once no delete of session id is under way: it
+// waits for the tombstone of a delete to go. It returns with h.mu held.
+func (h *Hub) lockSettled(id string) {
+	h.mu.Lock()
+	for {
+		done, ok := h.deleting[id]
+		if !ok {
+			return
+		}
+		h.mu.Unlock()
+		<-done
+		h.mu.Lock()
+	}
 }
 
 // createLocked makes session id; restore is for a session the journal
@@ -245,15 +265,37 @@ func (h *Hub) createLocked(id string, ringSize int, restore bool) (*Session, err
 // session_deleted), forgets it and deletes its journal data. It returns
 // ErrNotFound for an unknown id, or the journal's error (the session is
 // gone from the hub all the same).
+//
+// No publish or Create interleaves with it: from the moment the session
+// leaves the map until the journal has forgotten it, a tombstone stands in
+// its place, and a publish or Create of the id waits for it to go. A
+// publish that found the session before that gets ErrNotFound (its bus is
+// closed) or succeeded before the close; either way the id created again
+// afterwards is a new session on a new epoch, and the deleted one's store
+// is never reused.
 func (h *Hub) Delete(id string) error {
 	h.mu.Lock()
 	s, ok := h.sessions[id]
-	delete(h.sessions, id)
-	h.mu.Unlock()
 	if !ok {
+		h.mu.Unlock()
 		return ErrNotFound
 	}
+	done := make(chan struct{})
+	delete(h.sessions, id)
+	h.deleting[id] = done
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.deleting, id)
+		h.mu.Unlock()
+		close(done)
+	}()
 	s.Bus.Close()
+	// A publish past the session's bus may still be putting its copies on
+	// the global bus, whose journal record refers to the session's: let it
+	// finish before the session's records go.
+	s.publishMu.Lock()
+	s.publishMu.Unlock()
 	st := s.Bus.Stats()
 	h.mu.Lock()
 	addCounters(&h.retired, &st)
@@ -410,7 +452,7 @@ func (h *Hub) publishGlobal(c bus.Copies) {
 // open returns the session, creating it if AutoCreate allows and the events
 // are valid: a batch that would be refused creates nothing.
 func (h *Hub) open(id string, events []bus.Event) (*Session, error) {
-	h.mu.Lock()
+	h.lockSettled(id)
 	if s, ok := h.sessions[id]; ok {
 		h.mu.Unlock()
 		return s, nil
@@ -425,7 +467,7 @@ func (h *Hub) open(id string, events []bus.Event) (*Session, error) {
 			return nil, err
 		}
 	}
-	h.mu.Lock()
+	h.lockSettled(id)
 	if s, ok := h.sessions[id]; ok {
 		h.mu.Unlock()
 		return s, nil
