@@ -44,11 +44,13 @@
 //
 // # Recovery
 //
-// Open replays the log over the database. A bad record at the end of the
-// newest segment is a torn tail: it is cut off and logged with what it
-// held, and epochs are kept (with SyncAlways nothing acknowledged was in
-// it). A bad record anywhere else is corruption: everything after it is
-// dropped and every bus gets a new epoch. A stored chunk whose checksum
+// Open replays the log over the database. A bad record in the newest
+// segment that nothing whole follows, and that does not look like a whole
+// record damaged in place, is a torn tail: it is cut off and logged with
+// what it held, and epochs are kept (with SyncAlways nothing acknowledged
+// was in it). Any other bad record is corruption: everything after it is
+// dropped and every bus gets a new epoch, so no id a client may have seen
+// is reused under the epoch it saw it in. A stored chunk whose checksum
 // does not match is dropped with every older event of its bus, whose
 // epoch changes. Without the clean-shutdown mark, a journal last run with
 // SyncInterval or SyncNever gives every bus a new epoch, since

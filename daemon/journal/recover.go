@@ -1,9 +1,11 @@
 package journal
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"sort"
@@ -284,7 +286,7 @@ func (j *Journal) replay(metas map[uint64]*busMeta, reset map[uint64]bool) (next
 					}
 				}
 				if err != nil {
-					torn := i == len(seqs)-1 && rec.refs == nil
+					torn := i == len(seqs)-1 && rec.refs == nil && tornAt(data, off)
 					corrupt = !torn
 					j.logDropped(metas, seq, off, data[off:], torn, len(seqs)-1-i, lastNum, lastID)
 					return os.Truncate(path, int64(off))
@@ -311,8 +313,9 @@ func (j *Journal) replay(metas map[uint64]*busMeta, reset map[uint64]bool) (next
 				off += n
 			}
 			if !allZero(data[off:]) {
-				// Bytes after the end: a record whose header never made it.
-				torn := i == len(seqs)-1
+				// Bytes after the end: a record whose header never made it,
+				// unless a whole record follows them.
+				torn := i == len(seqs)-1 && !validFollows(data[off:])
 				corrupt = !torn
 				j.logDropped(metas, seq, off, data[off:], torn, len(seqs)-1-i, lastNum, lastID)
 				return os.Truncate(path, int64(off))
@@ -539,6 +542,65 @@ func (j *Journal) scan(metas map[uint64]*busMeta, reset map[uint64]bool) (map[ui
 		return nil, fmt.Errorf("journal: %w", classify(err))
 	}
 	return windows, nil
+}
+
+// tornAt reports whether the bad record at data[off:], in the newest
+// segment, is a torn tail: a write cut short, which was never
+// acknowledged. Anything else is corruption, which may have taken
+// acknowledged events with it. It is torn only when no whole record
+// follows it, its payload is not whole under a damaged length, and it does
+// not look complete: a record that fits in the segment and whose last two
+// bytes are not zero (segments are zero past the end of the log, and an
+// event record ends with its envelope's closing brace). So no single
+// damaged byte of a record that was written whole passes for a torn one.
+func tornAt(data []byte, off int) bool {
+	rest := data[off:]
+	if validFollows(rest[1:]) || intactUnderOtherLength(rest) {
+		return false
+	}
+	if len(rest) < recHeaderLen {
+		return true
+	}
+	n := uint64(binary.BigEndian.Uint32(rest))
+	if n < payloadHeadLen || n > maxRecordLen || n > uint64(len(rest)-recHeaderLen) {
+		return true
+	}
+	end := recHeaderLen + int(n)
+	return rest[end-1] == 0 && rest[end-2] == 0
+}
+
+// validFollows reports whether a whole, intact record starts anywhere in p.
+func validFollows(p []byte) bool {
+	for i := 0; i+recHeaderLen+payloadHeadLen <= len(p); i++ {
+		if p[i] > maxRecordLen>>24 {
+			continue // a length over maxRecordLen: the common case, skipped fast
+		}
+		if _, _, err := readRecord(p[i:]); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// intactUnderOtherLength reports whether the record at the start of p has a
+// whole payload that matches its checksum under some length other than the
+// one its header says: a record written whole whose length was damaged.
+func intactUnderOtherLength(p []byte) bool {
+	if len(p) < recHeaderLen+payloadHeadLen {
+		return false
+	}
+	want := binary.BigEndian.Uint32(p[4:])
+	payload := p[recHeaderLen:min(len(p), recHeaderLen+maxRecordLen)]
+	sum := crc32.Update(0, castagnoli, payload[:payloadHeadLen-1])
+	for n := payloadHeadLen; n <= len(payload); n++ {
+		sum = crc32.Update(sum, castagnoli, payload[n-1:n])
+		if sum == want {
+			if _, err := decodePayload(payload[:n], true); err == nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func allZero(p []byte) bool {

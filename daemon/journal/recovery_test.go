@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/localbus/localbus/daemon/journal/journaltest"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -222,5 +223,115 @@ func TestSecondOpenOfTheSameDirectoryIsRefused(t *testing.T) {
 	_, err := Open(Options{Dir: dir})
 	if !errors.Is(err, ErrLocked) {
 		t.Fatalf("second Open = %v, want ErrLocked", err)
+	}
+}
+
+// recordOffsets returns the offsets where the records of a segment file
+// start, and the offset past the last one.
+func recordOffsets(t testing.TB, path string) []int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offs []int
+	off := 0
+	for off+recHeaderLen <= len(data) && !allZero(data[off:off+recHeaderLen]) {
+		_, n, err := readRecord(data[off:])
+		if err != nil {
+			t.Fatalf("record at %d: %v", off, err)
+		}
+		offs = append(offs, off)
+		off += n
+	}
+	return append(offs, off)
+}
+
+func TestDamageInsideTheNewestSegmentIsCorruptionUnlessTheTailIsTorn(t *testing.T) {
+	// Five records of two events each, ids 1 to 10, in one segment; each
+	// case damages it given the offsets where its records start (and the
+	// offset past the last one).
+	tests := []struct {
+		name   string
+		damage func(t *testing.T, path string, offs []int)
+		torn   bool
+		kept   []uint64
+	}{
+		{"a byte in the middle of the second record", func(t *testing.T, path string, offs []int) {
+			journaltest.Flip(t, path, int64(offs[1]+(offs[2]-offs[1])/2), 0x10)
+		}, false, span(1, 2)},
+		{"the length of the second record", func(t *testing.T, path string, offs []int) {
+			journaltest.Flip(t, path, int64(offs[1]+3), 0x01)
+		}, false, span(1, 2)},
+		{"the checksum of the second record", func(t *testing.T, path string, offs []int) {
+			journaltest.Flip(t, path, int64(offs[1]+5), 0x80)
+		}, false, span(1, 2)},
+		{"the header of the second record zeroed", func(t *testing.T, path string, offs []int) {
+			journaltest.Zero(t, path, int64(offs[1]), recHeaderLen)
+		}, false, span(1, 2)},
+		{"a byte in the middle of the last record", func(t *testing.T, path string, offs []int) {
+			journaltest.Flip(t, path, int64(offs[4]+(offs[5]-offs[4])/2), 0x04)
+		}, false, span(1, 8)},
+		{"the last byte of the last record", func(t *testing.T, path string, offs []int) {
+			journaltest.Flip(t, path, int64(offs[5]-1), '}')
+		}, false, span(1, 8)},
+		{"the length of the last record made longer", func(t *testing.T, path string, offs []int) {
+			journaltest.Flip(t, path, int64(offs[4]+2), 0x01)
+		}, false, span(1, 8)},
+		{"the length of the last record made huge", func(t *testing.T, path string, offs []int) {
+			journaltest.Flip(t, path, int64(offs[4]), 0x3f)
+		}, false, span(1, 8)},
+		{"the checksum of the last record", func(t *testing.T, path string, offs []int) {
+			journaltest.Flip(t, path, int64(offs[4]+7), 0x01)
+		}, false, span(1, 8)},
+		{"the file cut inside the last record", func(t *testing.T, path string, offs []int) {
+			journaltest.Truncate(t, path, int64(offs[5]-50))
+		}, true, span(1, 8)},
+		{"the end of the last record never written", func(t *testing.T, path string, offs []int) {
+			journaltest.Zero(t, path, int64(offs[5]-60), 60)
+		}, true, span(1, 8)},
+		{"a byte past the end of the log", func(t *testing.T, path string, offs []int) {
+			journaltest.Flip(t, path, int64(offs[5]+100), 0x42)
+		}, true, span(1, 10)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			j, _ := open(t, dir, Options{})
+			b := newBus(t, j, "s", 0, 0)
+			for i := range 5 {
+				publish(t, b, events(i*2, 2, 100)...)
+			}
+			epoch := b.Epoch()
+			j.crash()
+			segs := segmentsIn(t, dir)
+			if len(segs) != 1 {
+				t.Fatalf("%d segments, want 1", len(segs))
+			}
+			offs := recordOffsets(t, segs[0])
+			if len(offs) != 6 {
+				t.Fatalf("%d records, want 5", len(offs)-1)
+			}
+			tt.damage(t, segs[0], offs)
+
+			j2, lb := open(t, dir, Options{})
+			st, epoch2, _, _ := j2.OpenBus("s", 0)
+			if diff := cmp.Diff(tt.kept, ids(retained(st))); diff != "" {
+				t.Errorf("events kept (-want +got):\n%s", diff)
+			}
+			log := lb.String()
+			if tt.torn {
+				if epoch2 != epoch || strings.Contains(log, "corrupt") {
+					t.Errorf("a torn tail: epoch kept = %v, want true; log:\n%s", epoch2 == epoch, log)
+				}
+				return
+			}
+			if epoch2 == epoch {
+				t.Errorf("epoch kept after acknowledged events were lost: ids %d to 10 could be reused under it", st.LastID()+1)
+			}
+			if !strings.Contains(log, "corrupt log record") || strings.Contains(log, "torn") {
+				t.Errorf("log does not report corruption:\n%s", log)
+			}
+		})
 	}
 }
