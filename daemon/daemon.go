@@ -137,9 +137,10 @@ func (d *Daemon) open() error {
 }
 
 // openJournal opens the journal in cfg.StateDir (SPEC §11), creating the
-// directory 0700.
+// directory 0700; one the daemon did not create must be its own and not
+// writable by others (SPEC §7).
 func openJournal(cfg Config, log *slog.Logger) (*journal.Journal, error) {
-	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+	if err := journal.PrepareDir(cfg.StateDir); err != nil {
 		return nil, fmt.Errorf("state_dir: %w", err)
 	}
 	j, err := journal.Open(journal.Options{

@@ -46,7 +46,9 @@ const (
 
 // Options configure Open. Zero values mean the defaults.
 type Options struct {
-	// Dir is the journal's directory, created 0700 if missing. Required.
+	// Dir is the journal's directory, created 0700 if missing; one that
+	// exists must be owned by the process's uid and not writable by group
+	// or others (see PrepareDir). Required.
 	Dir string
 	// Sync is SyncAlways (default), SyncInterval or SyncNever.
 	Sync string
@@ -134,8 +136,8 @@ func Open(opts Options) (*Journal, error) {
 	if j.logger == nil {
 		j.logger = slog.Default()
 	}
-	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("journal: %w", err)
+	if err := PrepareDir(opts.Dir); err != nil {
+		return nil, err
 	}
 	if err := j.recover(); err != nil {
 		if j.db != nil {

@@ -171,6 +171,9 @@ func (j *Journal) openDB() error {
 	if errors.Is(err, bolt.ErrTimeout) {
 		return fmt.Errorf("%w: %s", ErrLocked, j.dir)
 	}
+	if errors.Is(err, errNotRegular) {
+		return fmt.Errorf("journal: %w; refusing to use it", err)
+	}
 	if _, serr := os.Stat(path); serr != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
@@ -205,7 +208,7 @@ func openBolt(path string) (db *bolt.DB, err error) {
 		}
 	}()
 	db, err = bolt.Open(path, 0o600, &bolt.Options{
-		Timeout: 2 * time.Second, FreelistType: bolt.FreelistMapType,
+		Timeout: 2 * time.Second, FreelistType: bolt.FreelistMapType, OpenFile: openRegular,
 		// Address space, not memory: remapping as the file grows makes
 		// bbolt copy every node a checkpoint touches out of the old map.
 		InitialMmapSize: initialMmapSize,
@@ -269,7 +272,7 @@ func (j *Journal) replay(metas map[uint64]*busMeta, reset map[uint64]bool) (next
 	apply := func() error {
 		for i, seq := range seqs {
 			path := filepath.Join(j.dir, segmentName(seq))
-			data, err := os.ReadFile(path)
+			data, err := readRegular(path)
 			if err != nil {
 				return err
 			}
@@ -289,7 +292,7 @@ func (j *Journal) replay(metas map[uint64]*busMeta, reset map[uint64]bool) (next
 					torn := i == len(seqs)-1 && rec.refs == nil && tornAt(data, off)
 					corrupt = !torn
 					j.logDropped(metas, seq, off, data[off:], torn, len(seqs)-1-i, lastNum, lastID)
-					return os.Truncate(path, int64(off))
+					return truncateRegular(path, int64(off))
 				}
 				if rec.refs == nil {
 					held[rec.num] = append(held[rec.num], rec)
@@ -318,7 +321,7 @@ func (j *Journal) replay(metas map[uint64]*busMeta, reset map[uint64]bool) (next
 				torn := i == len(seqs)-1 && !validFollows(data[off:])
 				corrupt = !torn
 				j.logDropped(metas, seq, off, data[off:], torn, len(seqs)-1-i, lastNum, lastID)
-				return os.Truncate(path, int64(off))
+				return truncateRegular(path, int64(off))
 			}
 		}
 		return nil

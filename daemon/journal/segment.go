@@ -25,7 +25,7 @@ type segment struct {
 // writing into the mapping can never run out of space (which a mapping
 // can only report as SIGBUS).
 func createSegment(path string, size int64) (*segment, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := openRegular(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, classify(err)
 	}
