@@ -54,8 +54,11 @@
 // does not match is dropped with every older event of its bus, whose
 // epoch changes. Without the clean-shutdown mark, a journal last run with
 // SyncInterval or SyncNever gives every bus a new epoch, since
-// acknowledged events may be lost. A database that cannot be opened is
-// moved aside and the journal starts empty.
+// acknowledged events may be lost. A database that cannot be read (its
+// structure is checked before bbolt opens it, and every read of it is
+// guarded against panics and memory faults) is moved aside as
+// journal.db.corrupt-TIME, and the journal starts from what the log holds,
+// every bus on a new epoch.
 //
 // # Retention and memory
 //

@@ -393,39 +393,44 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 	if cap(arena) < n+n/8 {
 		arena = make([]byte, 0, n+n/8)
 	}
-	err := j.db.Update(func(tx *bolt.Tx) error {
-		for _, w := range works {
-			m, err := getMeta(tx, w.s.num)
-			if err != nil {
-				return err
-			}
-			if m == nil {
-				continue // deleted meanwhile
-			}
-			b, err := tx.Bucket(bucketEvents).CreateBucketIfNotExists(idKey(w.s.num))
-			if err != nil {
-				return err
-			}
-			b.FillPercent = 0.95 // keys only grow
-			if len(w.frames) > 0 {
-				arena, err = appendChunks(arena, w.frames[0].ID, len(w.frames),
-					func(i int) (string, []byte) { return w.frames[i].Type, w.frames[i].JSON() },
-					func(id uint64, v []byte) error { return b.Put(idKey(id), v) })
+	// Opening checked every page: a panic here is damage done since, which
+	// fails the checkpoint (the log keeps the events) rather than the
+	// daemon.
+	err := guard(func() error {
+		return j.db.Update(func(tx *bolt.Tx) error {
+			for _, w := range works {
+				m, err := getMeta(tx, w.s.num)
 				if err != nil {
 					return err
 				}
-			}
-			if arena, err = trimBelow(b, w.earliest, arena); err != nil {
-				return err
-			}
-			if m.LastID != w.through {
-				m.LastID = w.through
-				if err := putMeta(tx, w.s.num, m); err != nil {
+				if m == nil {
+					continue // deleted meanwhile
+				}
+				b, err := tx.Bucket(bucketEvents).CreateBucketIfNotExists(idKey(w.s.num))
+				if err != nil {
 					return err
 				}
+				b.FillPercent = 0.95 // keys only grow
+				if len(w.frames) > 0 {
+					arena, err = appendChunks(arena, w.frames[0].ID, len(w.frames),
+						func(i int) (string, []byte) { return w.frames[i].Type, w.frames[i].JSON() },
+						func(id uint64, v []byte) error { return b.Put(idKey(id), v) })
+					if err != nil {
+						return err
+					}
+				}
+				if arena, err = trimBelow(b, w.earliest, arena); err != nil {
+					return err
+				}
+				if m.LastID != w.through {
+					m.LastID = w.through
+					if err := putMeta(tx, w.s.num, m); err != nil {
+						return err
+					}
+				}
 			}
-		}
-		return nil
+			return nil
+		})
 	})
 	if cap(arena) <= maxPooledArena {
 		j.arena = arena[:0]

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"time"
@@ -69,11 +71,36 @@ func eventsBucket(tx *bolt.Tx, num uint64) *bolt.Bucket {
 }
 
 // recover opens the database, replays the log into it, checks every stored
-// event and builds the stores, then starts a new log segment.
+// event and builds the stores, then starts a new log segment. A database
+// that cannot be read, whatever is wrong with it, is moved aside, and the
+// journal starts again from what the log holds, on new epochs.
 func (j *Journal) recover() error {
-	if err := j.openDB(); err != nil {
+	aside, err := j.openDB()
+	if err != nil {
 		return err
 	}
+	err = guard(func() error { return j.recoverDB(aside) })
+	if err == nil || aside || !errors.Is(err, errDamaged) {
+		return err
+	}
+	j.db.Close()
+	j.db = nil
+	clear(j.stores)
+	clear(j.names)
+	clear(j.metas)
+	j.nextNum = 0
+	if err := j.moveAside(err); err != nil {
+		return err
+	}
+	if j.db, err = openBolt(filepath.Join(j.dir, dbName)); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	return guard(func() error { return j.recoverDB(true) })
+}
+
+// recoverDB is recover once the database is open; aside says it was just
+// moved aside, so that the buses are to be found in the log.
+func (j *Journal) recoverDB(aside bool) error {
 	var (
 		wasClean bool
 		lastMode string
@@ -83,6 +110,9 @@ func (j *Journal) recover() error {
 		fresh = tx.Bucket(bucketMeta) == nil
 		for _, name := range [][]byte{bucketMeta, bucketBuses, bucketEvents} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				if errors.Is(err, bolt.ErrIncompatibleValue) {
+					err = fmt.Errorf("%w: %w", errDamaged, err)
+				}
 				return err
 			}
 		}
@@ -109,8 +139,8 @@ func (j *Journal) recover() error {
 	err = j.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketBuses).ForEach(func(k, v []byte) error {
 			m := new(busMeta)
-			if err := json.Unmarshal(v, m); err != nil {
-				return fmt.Errorf("journal: bus settings: %w", err)
+			if err := json.Unmarshal(v, m); err != nil || len(k) != 8 || (m.Session == "") != m.Global {
+				return fmt.Errorf("journal: %w: the settings of bus %x: %q", errDamaged, k, v)
 			}
 			metas[keyID(k)] = m
 			j.nextNum = max(j.nextNum, keyID(k)+1)
@@ -121,12 +151,27 @@ func (j *Journal) recover() error {
 		return err
 	}
 
+	if aside {
+		// The buses are gone with the database: the log names them.
+		for num, m := range j.busesInLog() {
+			metas[num] = m
+			j.nextNum = max(j.nextNum, num+1)
+		}
+	}
 	reset := map[uint64]bool{}
 	nextSeq, corrupt, err := j.replay(metas, reset)
 	if err != nil {
 		return err
 	}
-	resetAll := corrupt || (!fresh && !wasClean && lastMode != SyncAlways)
+	resetAll := aside || corrupt || (!fresh && !wasClean && lastMode != SyncAlways)
+	if aside {
+		var names []string
+		for _, m := range metas {
+			names = append(names, sessionName(m))
+		}
+		sort.Strings(names)
+		j.logger.Warn("journal: restored what the log holds (every bus is on a new epoch)", "buses", names)
+	}
 	if !fresh && !wasClean {
 		j.logger.Warn("journal: the last run did not stop cleanly", "sync", lastMode, "newEpochs", resetAll)
 	}
@@ -159,52 +204,70 @@ func (j *Journal) recover() error {
 	return err
 }
 
-// openDB opens the database; one that cannot be read is moved aside, with
-// the log, and a new one started.
-func (j *Journal) openDB() error {
+// openDB opens the database. One that cannot be read is moved aside
+// (aside is then true) and a new one started; the log is kept, for the
+// journal to start from what it holds. A symlink or FIFO where the database
+// should be is an error: it is not the journal's to move.
+func (j *Journal) openDB() (aside bool, err error) {
 	path := filepath.Join(j.dir, dbName)
-	db, err := openBolt(path)
+	if _, serr := os.Lstat(path); serr == nil {
+		err = checkDBFile(path)
+	}
 	if err == nil {
-		j.db = db
-		return nil
+		var db *bolt.DB
+		if db, err = openBolt(path); err == nil {
+			j.db = db
+			return false, nil
+		}
 	}
-	if errors.Is(err, bolt.ErrTimeout) {
-		return fmt.Errorf("%w: %s", ErrLocked, j.dir)
+	switch {
+	case errors.Is(err, bolt.ErrTimeout), errors.Is(err, errLockHeld):
+		return false, fmt.Errorf("%w: %s", ErrLocked, j.dir)
+	case errors.Is(err, errNotRegular):
+		return false, fmt.Errorf("journal: %w; refusing to use it", err)
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, ErrDiskFull):
+		return false, fmt.Errorf("journal: %w", err)
 	}
-	if errors.Is(err, errNotRegular) {
-		return fmt.Errorf("journal: %w; refusing to use it", err)
+	if err := j.moveAside(err); err != nil {
+		return false, err
 	}
-	if _, serr := os.Stat(path); serr != nil {
-		return fmt.Errorf("journal: %w", err)
+	if j.db, err = openBolt(path); err != nil {
+		return false, fmt.Errorf("journal: %w", err)
 	}
-	suffix := ".broken-" + time.Now().UTC().Format("20060102T150405")
-	j.logger.Error("journal: the database cannot be opened; starting a new one (every bus gets a new epoch)",
-		"err", err, "movedTo", dbName+suffix)
-	if rerr := os.Rename(path, path+suffix); rerr != nil {
-		return fmt.Errorf("journal: %w (and moving it aside: %v)", err, rerr)
+	return true, nil
+}
+
+// moveAside renames the database that cause made unreadable to
+// journal.db.corrupt-TIME, and logs it.
+func (j *Journal) moveAside(cause error) error {
+	path := filepath.Join(j.dir, dbName)
+	stamp := time.Now().UTC().Format("20060102T150405Z")
+	aside := path + ".corrupt-" + stamp
+	for i := 2; ; i++ {
+		if _, err := os.Lstat(aside); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		aside = fmt.Sprintf("%s.corrupt-%s-%d", path, stamp, i)
 	}
-	seqs, _ := segments(j.dir)
-	for _, s := range seqs {
-		p := filepath.Join(j.dir, segmentName(s))
-		os.Rename(p, p+suffix)
+	j.logger.Error("journal: the database cannot be read; moved it aside, starting from what the log holds (every bus gets a new epoch)",
+		"err", cause, "movedTo", filepath.Base(aside))
+	if err := os.Rename(path, aside); err != nil {
+		return fmt.Errorf("journal: the database cannot be read (%v), and moving it aside failed: %w", cause, err)
 	}
-	db, err = openBolt(path)
-	if err != nil {
-		return fmt.Errorf("journal: %w", err)
-	}
-	j.db = db
 	return nil
 }
 
 func openBolt(path string) (db *bolt.DB, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
-		// bbolt panics on some damaged files; that is a database that
-		// cannot be opened, not a daemon that cannot start.
+		// bbolt panics on some damaged files (checkDBFile should have
+		// caught them); that is a database that cannot be opened, not a
+		// daemon that cannot start.
 		if r := recover(); r != nil {
 			if db != nil {
 				db.Close()
 			}
-			db, err = nil, fmt.Errorf("journal: damaged database: %v", r)
+			db, err = nil, fmt.Errorf("%w: %v", errDamaged, r)
 		}
 	}()
 	db, err = bolt.Open(path, 0o600, &bolt.Options{
@@ -613,4 +676,70 @@ func allZero(p []byte) bool {
 		}
 	}
 	return true
+}
+
+// busesInLog names the buses whose records the log holds, when the
+// database that named them is gone: a refs record, or an event with a
+// "seq", is the global bus's; an event with a "session" and no "seq" is
+// that session's; the global bus's own events have neither. A bus whose
+// records disagree is left out (its records are then dropped), and of two
+// buses that claim one session, the newer one is kept. Every bus found is
+// on a new epoch, with the default ring size.
+func (j *Journal) busesInLog() map[uint64]*busMeta {
+	seqs, _ := segments(j.dir)
+	type claim struct {
+		name   string
+		global bool
+		bad    bool
+	}
+	claims := map[uint64]*claim{}
+	for _, seq := range seqs {
+		data, err := readRegular(filepath.Join(j.dir, segmentName(seq)))
+		if err != nil {
+			continue
+		}
+		for off := 0; off < len(data); {
+			rec, n, err := readRecord(data[off:])
+			if err != nil {
+				break
+			}
+			off += n
+			var c claim
+			if rec.refs != nil {
+				c.global = true
+			} else {
+				var head struct {
+					Session *string `json:"session"`
+					Seq     *uint64 `json:"seq"`
+				}
+				if json.Unmarshal(rec.events[0].env, &head) != nil {
+					c.bad = true
+				} else if head.Seq != nil || head.Session == nil {
+					c.global = true
+				} else if c.name = *head.Session; bus.ValidateSessionID(c.name) != nil {
+					c.bad = true
+				}
+			}
+			if old, ok := claims[rec.num]; !ok {
+				claims[rec.num] = &c
+			} else if old.global != c.global || old.name != c.name || c.bad {
+				old.bad = true
+			}
+		}
+	}
+	owner := map[string]uint64{} // session ("" global) → newest bus claiming it
+	for num, c := range claims {
+		if c.bad {
+			j.logger.Error("journal: cannot tell which bus the log's records belong to; dropping them", "bus", num)
+			continue
+		}
+		if prev, ok := owner[c.name]; !ok || num > prev {
+			owner[c.name] = num
+		}
+	}
+	out := map[uint64]*busMeta{}
+	for name, num := range owner {
+		out[num] = &busMeta{Session: name, Global: name == "", Epoch: bus.NewEpoch()}
+	}
+	return out
 }

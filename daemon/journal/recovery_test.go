@@ -204,13 +204,13 @@ func TestUnreadableDatabaseIsMovedAsideAndTheJournalStartsOver(t *testing.T) {
 	if got := j2.Sessions(); len(got) != 0 {
 		t.Errorf("Sessions() = %v, want none", got)
 	}
-	if !strings.Contains(lb.String(), "cannot be opened") {
+	if !strings.Contains(lb.String(), "cannot be read") {
 		t.Errorf("log does not report the unreadable database:\n%s", lb)
 	}
 	ents, _ := os.ReadDir(dir)
 	var aside bool
 	for _, e := range ents {
-		aside = aside || strings.HasPrefix(e.Name(), dbName+".broken-")
+		aside = aside || strings.HasPrefix(e.Name(), dbName+".corrupt-")
 	}
 	if !aside {
 		t.Errorf("the unreadable database was not kept aside")

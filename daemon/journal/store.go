@@ -206,6 +206,10 @@ func (s *Store) Scan(from uint64, fn func(*bus.Frame) bool) {
 // loadLocked reads the frames of the window from index i up to the first
 // one already in memory. s.mu must be held.
 func (s *Store) loadLocked(i int) error {
+	return guard(func() error { return s.loadGuarded(i) })
+}
+
+func (s *Store) loadGuarded(i int) error {
 	return s.j.db.View(func(tx *bolt.Tx) error {
 		b := eventsBucket(tx, s.num)
 		if b == nil {
