@@ -347,7 +347,7 @@ func TestListenersTakesInheritedDescriptors(t *testing.T) {
 func TestListenersUnderSystemdSocketActivate(t *testing.T) {
 	activate, err := exec.LookPath("systemd-socket-activate")
 	if err != nil {
-		t.Skip("systemd-socket-activate is not in PATH; TestListenersTakesInheritedDescriptors covers the protocol without it")
+		t.Skip("systemd-socket-activate is not in PATH (Debian package systemd); TestListenersTakesInheritedDescriptors covers the protocol without it")
 	}
 	tests := []struct {
 		name   string

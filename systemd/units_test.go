@@ -220,7 +220,7 @@ func TestUnitsCarryTheContract(t *testing.T) {
 func TestUnitsPassSystemdAnalyzeVerify(t *testing.T) {
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
-		t.Skip("systemd-analyze is not in PATH; cannot verify the unit files")
+		t.Skip("systemd-analyze is not in PATH (Debian package systemd); cannot verify the unit files")
 	}
 	for _, user := range []bool{false, true} {
 		for _, binDir := range []string{"bin", "my bin%"} {

@@ -12,7 +12,7 @@ func SocketActivate(t testing.TB) string {
 	t.Helper()
 	path, err := exec.LookPath("systemd-socket-activate")
 	if err != nil {
-		t.Skip("systemd-socket-activate is not in PATH (it ships with systemd); skipping the socket activation test")
+		t.Skip("systemd-socket-activate is not in PATH (Debian package systemd); skipping the socket activation test")
 	}
 	return path
 }

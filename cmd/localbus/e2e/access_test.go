@@ -239,9 +239,7 @@ asyncio.run(main(*sys.argv[1:4]))
 `
 
 func TestBrowserSubprotocolKeyWithPythonWebsockets(t *testing.T) {
-	if _, err := os.Stat(python); err != nil {
-		t.Skipf("%s is needed (Debian's python3 with python3-websockets): %v", python, err)
-	}
+	needPython(t, true)
 	d := start(t, setup{tcp: true, config: "allowed_origins = [\"http://app.example:3000\"]\n"})
 	if r := do(t, d.client(false), d.url(false, "/api/v1/sessions"), request{method: "POST", body: `{"id":"s1"}`}); r.status != s201 {
 		t.Fatalf("create s1 = %d %s", r.status, r.body)
@@ -388,9 +386,7 @@ except OSError as e:
 
 func TestSocketModeAndGroupDecideWhoCanConnect(t *testing.T) {
 	needRoot(t)
-	if _, err := os.Stat(python); err != nil {
-		t.Skipf("%s is needed: %v", python, err)
-	}
+	needPython(t, false)
 	tests := []struct {
 		name, config string
 		mode         os.FileMode

@@ -281,7 +281,7 @@ func needRoot(t *testing.T) {
 		t.Skip("running a client as another uid needs root")
 	}
 	if _, err := exec.LookPath("setpriv"); err != nil {
-		t.Fatalf("setpriv (util-linux) is needed to run a client as another uid: %v", err)
+		t.Fatalf("setpriv (Debian package util-linux) is needed to run a client as another uid: %v", err)
 	}
 }
 
@@ -308,11 +308,35 @@ func runAs(t *testing.T, uid, gid int, argv ...string) (stdout, stderr string, c
 	return out.String(), errb.String(), code
 }
 
+// needCurl skips a test when curl is not installed.
+func needCurl(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is not installed (Debian package curl)")
+	}
+}
+
+// needPython skips a test when Debian's python3 is not installed or, with
+// websockets, cannot import the websockets module.
+func needPython(t *testing.T, websockets bool) {
+	t.Helper()
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("%s is not installed (Debian package python3): %v", python, err)
+	}
+	if !websockets {
+		return
+	}
+	if out, err := exec.Command(python, "-c", "import websockets").CombinedOutput(); err != nil {
+		t.Skipf("%s cannot import websockets (Debian package python3-websockets): %v: %s", python, err, bytes.TrimSpace(out))
+	}
+}
+
 // curlAs makes req on the daemon's socket with curl run as uid, gid. For a
 // stream (SSE or a WebSocket upgrade) curl stops after a second, which is
 // when the status is known.
 func (d *daemon) curlAs(t *testing.T, uid, gid int, req request) reply {
 	t.Helper()
+	needCurl(t)
 	method := req.method
 	if method == "" {
 		method = http.MethodGet
