@@ -71,7 +71,7 @@ func TestNotForOthersFindsTheClosedDirectory(t *testing.T) {
 func TestSystemServiceRunsUnprivileged(t *testing.T) {
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
-		t.Skip("systemd-analyze is not in PATH")
+		t.Skip("systemd-analyze is not in PATH (Debian package systemd)")
 	}
 	units, err := Units(false, "/bin/true")
 	if err != nil {
