@@ -178,6 +178,21 @@ func (b *Bus) LastID() uint64 {
 	return b.lastID
 }
 
+// LastFrame returns the frame of the last id assigned while the ring still
+// holds it, else nil.
+func (b *Bus) LastFrame() *Frame {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var last *Frame
+	if b.lastID > 0 {
+		b.store.Scan(b.lastID, func(f *Frame) bool {
+			last = f
+			return false
+		})
+	}
+	return last
+}
+
 // EarliestID returns the oldest id in the ring, 0 when the ring is empty.
 func (b *Bus) EarliestID() uint64 {
 	b.mu.Lock()

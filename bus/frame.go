@@ -84,12 +84,28 @@ type Event struct {
 	Seq uint64
 	// Time is the publish time; zero means now.
 	Time time.Time
+	// Origin, for an event mirrored in from another node (SPEC §12), names
+	// where it was first published; nil for a local event.
+	Origin *RemoteOrigin
 
 	// checkedType is Type as CheckType (or a publish) last found it
 	// publishable: a type is validated once on its way through the router,
 	// the session's bus and the global bus. A Type changed since no longer
 	// matches, and is validated again.
 	checkedType string
+}
+
+// RemoteOrigin is where a mirrored event was first published: the
+// envelope's "origin" (SPEC §12). (Origin is what a global copy copies.)
+type RemoteOrigin struct {
+	// Node is the name of the daemon that published it.
+	Node string `json:"node"`
+	// Session is its session there.
+	Session string `json:"session"`
+	// ID is its id in that session.
+	ID uint64 `json:"id"`
+	// Epoch is that session's epoch.
+	Epoch string `json:"epoch"`
 }
 
 // CheckType validates the event's type for publishing, as
@@ -209,6 +225,17 @@ func prepare(ev *Event, session string, allowLocalbus bool) (prepared, error) {
 	if ev.Originator != "" {
 		b.WriteString(`,"originator":`)
 		b.Write(appendJSONString(b.AvailableBuffer(), ev.Originator))
+	}
+	if o := ev.Origin; o != nil {
+		b.WriteString(`,"origin":{"node":`)
+		b.Write(appendJSONString(b.AvailableBuffer(), o.Node))
+		b.WriteString(`,"session":`)
+		b.Write(appendJSONString(b.AvailableBuffer(), o.Session))
+		b.WriteString(`,"id":`)
+		b.Write(strconv.AppendUint(b.AvailableBuffer(), o.ID, 10))
+		b.WriteString(`,"epoch":`)
+		b.Write(appendJSONString(b.AvailableBuffer(), o.Epoch))
+		b.WriteByte('}')
 	}
 	b.WriteByte('}')
 	return prepared{typ: ev.Type, tail: b}, nil
@@ -466,6 +493,7 @@ type Envelope struct {
 	Data       json.RawMessage `json:"data"`
 	Timestamp  string          `json:"timestamp"`
 	Originator string          `json:"originator,omitempty"`
+	Origin     *RemoteOrigin   `json:"origin,omitempty"`
 }
 
 // reservedFrame encodes a stream:* frame with the given data. session may be

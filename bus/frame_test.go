@@ -103,6 +103,12 @@ func TestEnvelopeEncoding(t *testing.T) {
 			ev:      bus.Event{Type: "a:b", Originator: "a\xffb", Time: fixedTime},
 			want:    `{"id":1,"v":1,"type":"a:b","session":"s","data":null,"timestamp":"2026-08-22T10:00:00.123Z","originator":"a\ufffdb"}`,
 		},
+		{
+			name:    "mirrored event carries its origin",
+			session: "a.build",
+			ev:      bus.Event{Type: "a:b", Data: json.RawMessage(`1`), Time: fixedTime, Origin: &bus.RemoteOrigin{Node: "a", Session: "build", ID: 42, Epoch: "e\"1"}},
+			want:    `{"id":1,"v":1,"type":"a:b","session":"a.build","data":1,"timestamp":"2026-08-22T10:00:00.123Z","origin":{"node":"a","session":"build","id":42,"epoch":"e\"1"}}`,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/localbus/localbus/bus"
@@ -17,6 +18,9 @@ var (
 	ErrExists       = errors.New("hub: session exists")
 	ErrSessionLimit = errors.New("hub: session limit reached")
 	ErrClosed       = errors.New("hub: closed")
+	// ErrReadOnly is returned by Publish to a session that mirrors another
+	// node's session (SPEC §12): only PublishMirror writes to it.
+	ErrReadOnly = errors.New("hub: session is a read-only mirror")
 )
 
 // Default limits of the SPEC (§2, §10).
@@ -95,6 +99,25 @@ type Hub struct {
 	// store and epoch (and then delete them under it).
 	deleting map[string]chan struct{}
 	retired  bus.Stats // counters of deleted sessions, so totals never go down
+
+	readOnly atomic.Pointer[func(id string) bool] // see SetReadOnly
+}
+
+// SetReadOnly makes Publish refuse, with ErrReadOnly, every session id for
+// which readOnly reports true; nil makes every session writable again. The
+// upstream bridge sets it to recognise its mirrors before the daemon serves.
+func (h *Hub) SetReadOnly(readOnly func(id string) bool) {
+	if readOnly == nil {
+		h.readOnly.Store(nil)
+		return
+	}
+	h.readOnly.Store(&readOnly)
+}
+
+// ReadOnly reports whether Publish refuses session id as a mirror.
+func (h *Hub) ReadOnly(id string) bool {
+	f := h.readOnly.Load()
+	return f != nil && (*f)(id)
 }
 
 // A Session is one named bus in the hub.
@@ -367,7 +390,25 @@ func (h *Hub) Publish(id string, events []bus.Event) (first, last uint64, err er
 	if err := bus.ValidateSessionID(id); err != nil {
 		return 0, 0, err
 	}
-	s, err := h.open(id, events)
+	if h.ReadOnly(id) {
+		return 0, 0, ErrReadOnly
+	}
+	return h.publish(id, events, false)
+}
+
+// PublishMirror is Publish for the upstream bridge, which alone writes to
+// mirrors: it ignores SetReadOnly and creates a missing session whatever
+// AutoCreate says (within the session limit). Each event's Origin should
+// be set.
+func (h *Hub) PublishMirror(id string, events []bus.Event) (first, last uint64, err error) {
+	if err := bus.ValidateSessionID(id); err != nil {
+		return 0, 0, err
+	}
+	return h.publish(id, events, true)
+}
+
+func (h *Hub) publish(id string, events []bus.Event, mirror bool) (first, last uint64, err error) {
+	s, err := h.open(id, events, mirror)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -449,15 +490,15 @@ func (h *Hub) publishGlobal(c bus.Copies) {
 	h.gmu.Unlock()
 }
 
-// open returns the session, creating it if AutoCreate allows and the events
+// open returns the session, creating it if AutoCreate (or mirror) allows and the events
 // are valid: a batch that would be refused creates nothing.
-func (h *Hub) open(id string, events []bus.Event) (*Session, error) {
+func (h *Hub) open(id string, events []bus.Event, mirror bool) (*Session, error) {
 	h.lockSettled(id)
 	if s, ok := h.sessions[id]; ok {
 		h.mu.Unlock()
 		return s, nil
 	}
-	auto := h.opts.AutoCreate
+	auto := h.opts.AutoCreate || mirror
 	h.mu.Unlock()
 	if !auto {
 		return nil, ErrNotFound

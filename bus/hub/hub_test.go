@@ -270,3 +270,30 @@ func TestClosedHubRefusesEverything(t *testing.T) {
 		t.Errorf("Subscribe after Close = %v, want bus.ErrClosed", err)
 	}
 }
+
+func TestReadOnlySessionRefusesPublishButTakesMirrorEvents(t *testing.T) {
+	t.Parallel()
+	h := newHub(t, hub.Options{AutoCreate: false})
+	h.SetReadOnly(func(id string) bool { return id == "a.build" })
+	if _, _, err := h.PublishMirror("a.build", []bus.Event{{Type: "x:y", Origin: &bus.RemoteOrigin{Node: "a", Session: "build", ID: 7, Epoch: "e"}}}); err != nil {
+		t.Fatalf("PublishMirror = %v, want a new mirror session", err)
+	}
+	if _, _, err := h.Publish("a.build", []bus.Event{ev("x:y", 1)}); !errors.Is(err, hub.ErrReadOnly) {
+		t.Fatalf("Publish to a mirror = %v, want ErrReadOnly", err)
+	}
+	if _, _, err := h.Publish("other", []bus.Event{ev("x:y", 1)}); !errors.Is(err, hub.ErrNotFound) {
+		t.Fatalf("Publish to a missing session without auto-create = %v, want ErrNotFound", err)
+	}
+	s, _ := h.Session("a.build")
+	if got := s.Bus.LastID(); got != 1 {
+		t.Fatalf("mirror lastId = %d, want 1 (the refused publish burns no id)", got)
+	}
+	env := bustest.Decode(t, s.Bus.LastFrame())
+	if env.Origin == nil || *env.Origin != (bus.RemoteOrigin{Node: "a", Session: "build", ID: 7, Epoch: "e"}) {
+		t.Fatalf("mirror envelope origin = %+v", env.Origin)
+	}
+	h.SetReadOnly(nil)
+	if _, _, err := h.Publish("a.build", []bus.Event{ev("x:y", 1)}); err != nil {
+		t.Fatalf("Publish after SetReadOnly(nil) = %v", err)
+	}
+}

@@ -20,7 +20,10 @@
 // per bus: its session id, epoch, ring size and last id, and its retained
 // events in chunks of consecutive ids keyed by the first, each chunk
 // carrying a CRC-32C and each event its type and JSON envelope, so a frame
-// is rebuilt with bus.NewFrame and no JSON parsing.
+// is rebuilt with bus.NewFrame and no JSON parsing. A bucket "cursors"
+// holds the named positions of bridges to other systems (Cursor,
+// PutCursor: the upstream bridge's export and import cursors), each
+// written in a transaction of its own, never through the log.
 //
 // # Compaction and checkpoints
 //

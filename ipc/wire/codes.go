@@ -39,6 +39,8 @@ const (
 	CodeBodyTimeout = "body_timeout"
 	// 409: the session exists.
 	CodeSessionExists = "session_exists"
+	// CodeReadOnly: a publish to a mirror of another node's session (409).
+	CodeReadOnly = "read_only"
 
 	// 413: an event, a batch or a body over its limit.
 	CodeEventTooLarge = "event_too_large"
