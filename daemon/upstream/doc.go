@@ -1,0 +1,57 @@
+// Package upstream is the optional bridge between a localbus daemon and a
+// NATS JetStream stream (SPEC §12): it exports the events of chosen
+// sessions to the stream, and mirrors other nodes' sessions in as
+// read-only local sessions. Without an [upstream] table in the config the
+// daemon never starts it and nothing is dialled.
+//
+// Start with Start, which takes a Config, the hub it serves and the
+// journal's cursors, and returns a running Bridge; Close stops it. The
+// page upstream.md beside this file is the user's guide, with a two-host
+// example.
+//
+// # Export
+//
+// One goroutine per exported session subscribes to the session's bus like
+// any reader, resuming from the export cursor (the epoch and id last
+// acknowledged by JetStream), so an event is exported only once it is on
+// its bus, which with fsync "always" is after it is durable. Each event
+// goes to subject localbus.<node>.<session> with header Nats-Msg-Id
+// <node>/<session>/<epoch>/<id>, its payload the event's envelope. Up to
+// a window of publishes are in flight; the cursor advances over a
+// contiguous run of acknowledgements only, and is written to the journal
+// at most every CursorInterval and when the exporter stops. On any
+// failure (a lost connection, a refused or unanswered publish) the round
+// ends and the next resumes from the cursor: what may have been stored
+// meanwhile is sent again and JetStream's de-duplication drops it. The
+// connection buffers nothing while it is down, so a connection's stored
+// publishes are always a prefix of what was sent on it, and the first
+// publish of a round waits for its acknowledgement before the next is
+// sent: together these keep the stream in id order. Publishing to the bus
+// never waits for any of this: an exporter that falls behind is evicted
+// from the bus like a slow reader and resumes from the ring; events the
+// ring no longer holds are counted as lost and logged.
+//
+// # Import
+//
+// One goroutine per import pattern reads the stream with an ordered
+// consumer, from the import cursor (the last stream sequence applied, in
+// the journal) on. Each message becomes an event of the local session
+// <node>.<session>, published through Hub.PublishMirror in batches, with
+// the origin (node, session, id, epoch) in its envelope. A mirror knows
+// the origin of its last event from its own ring, so a message applied
+// before a crash but after the cursor was last written is recognised and
+// skipped: nothing is imported twice. When the source's epoch changes,
+// the mirror's streams end (stream:closed, reason reload), the session is
+// deleted and created again on a new epoch, so every reader that resumes
+// gets stream:gap with reason epoch_reset.
+//
+// # Goroutines and locks
+//
+// A Bridge owns: the NATS connection's goroutines (nats.go), a scanner
+// that starts and stops exporters as sessions appear and patterns change,
+// one goroutine per exporter (plus its acknowledgement reader), and one
+// per import pattern (plus its message reader). Close cancels them all and
+// waits. Bridge.mu guards the patterns, the exporter and importer maps and
+// the connection state; exporter.mu and mirror state are leaves, never
+// held while taking Bridge.mu.
+package upstream

@@ -1,0 +1,330 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/localbus/localbus/bus"
+)
+
+// exportCursor is the last event of a session that JetStream acknowledged.
+type exportCursor struct {
+	epoch string
+	id    uint64
+}
+
+func (c exportCursor) encode() []byte { return []byte(c.epoch + "/" + strconv.FormatUint(c.id, 10)) }
+
+func decodeExportCursor(v []byte) (exportCursor, bool) {
+	epoch, id, ok := strings.Cut(string(v), "/")
+	n, err := strconv.ParseUint(id, 10, 64)
+	if !ok || err != nil {
+		return exportCursor{}, false
+	}
+	return exportCursor{epoch, n}, true
+}
+
+func exportCursorName(session string) string { return "upstream.export:" + session }
+
+// errSessionGone ends an exporter: its session was deleted.
+var errSessionGone = errors.New("session deleted")
+
+// errLagged ends a round: the exporter fell behind its bus and was evicted.
+var errLagged = errors.New("fell behind the bus")
+
+// An exporter sends one session's events to the stream.
+type exporter struct {
+	b       *Bridge
+	session string
+	subject string
+	prev    *exporter // a stopped exporter of the same session, waited for
+	ctx     context.Context
+	cancel  context.CancelFunc
+	fin     chan struct{} // closed when run returns
+
+	mu       sync.Mutex // guards the fields below; a leaf
+	acked    exportCursor
+	has      bool // acked was read from the journal or set since
+	saved    exportCursor
+	exported uint64
+	lost     uint64
+}
+
+func newExporter(b *Bridge, session, subject string, prev *exporter) *exporter {
+	e := &exporter{b: b, session: session, subject: subject, prev: prev, fin: make(chan struct{})}
+	e.ctx, e.cancel = context.WithCancel(b.ctx)
+	return e
+}
+
+func (e *exporter) stop() { e.cancel() }
+
+// done reports whether run has returned.
+func (e *exporter) done() bool {
+	select {
+	case <-e.fin:
+		return true
+	default:
+		return false
+	}
+}
+
+func (e *exporter) cursor() (exportCursor, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.acked, e.has
+}
+
+func (e *exporter) run() {
+	defer close(e.fin)
+	if e.prev != nil {
+		<-e.prev.fin
+	}
+	log := e.b.logger.With("session", e.session)
+	v, err := e.b.opts.Cursors.Cursor(exportCursorName(e.session))
+	if err != nil {
+		log.Error("upstream: cannot read the export cursor", "err", err)
+		return
+	}
+	if c, ok := decodeExportCursor(v); ok {
+		e.acked, e.saved, e.has = c, c, true
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		if !e.b.ready(e.ctx) {
+			e.save()
+			return
+		}
+		err := e.round()
+		e.save()
+		switch {
+		case e.ctx.Err() != nil:
+			return
+		case errors.Is(err, errSessionGone):
+			return
+		case errors.Is(err, errLagged):
+			backoff = 100 * time.Millisecond
+			continue
+		case err != nil:
+			e.b.setErr(fmt.Errorf("export %s: %w", e.session, err))
+			log.Warn("upstream: export interrupted; resuming from the cursor", "err", err, "cursor", e.acked.id)
+			if !sleep(e.ctx, backoff) {
+				return
+			}
+			backoff = min(2*backoff, 5*time.Second)
+		default:
+			backoff = 100 * time.Millisecond
+		}
+	}
+}
+
+// save writes the acknowledged cursor to the journal if it moved.
+func (e *exporter) save() {
+	e.mu.Lock()
+	c, saved := e.acked, e.saved
+	e.mu.Unlock()
+	if c == saved {
+		return
+	}
+	if err := e.b.opts.Cursors.PutCursor(exportCursorName(e.session), c.encode()); err != nil {
+		e.b.logger.Warn("upstream: cannot write the export cursor", "session", e.session, "err", err)
+		return
+	}
+	e.mu.Lock()
+	e.saved = c
+	e.mu.Unlock()
+}
+
+// inflight is one publish waiting for its acknowledgement.
+type inflight struct {
+	fut jetstream.PubAckFuture
+	at  exportCursor
+}
+
+// round subscribes to the session from the cursor and publishes until
+// something fails, the exporter stops or the bus ends the stream.
+func (e *exporter) round() error {
+	s, ok := e.b.opts.Hub.Session(e.session)
+	if !ok {
+		return errSessionGone
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	cur, has := e.cursor()
+	opts := bus.SubscribeOptions{Cursor: new(uint64), MaxQueued: bus.MaxMaxQueued}
+	if has {
+		*opts.Cursor, opts.Epoch = cur.id, cur.epoch
+	}
+	sub, err := s.Bus.Subscribe(ctx, opts)
+	if errors.Is(err, bus.ErrClosed) {
+		return errSessionGone
+	}
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+
+	acks := make(chan inflight, e.b.opts.Window)
+	ackErr := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() { e.readAcks(ctx, acks, ackErr) })
+	defer func() {
+		close(acks)
+		wg.Wait()
+	}()
+
+	epoch := cur.epoch
+	first := true
+	var frames []*bus.Frame
+	for {
+		select {
+		case <-sub.Ready():
+		case err := <-ackErr:
+			return err
+		case <-ctx.Done():
+			return nil
+		}
+		var ended bool
+		frames, ended = sub.Take(frames[:0])
+		for _, f := range frames {
+			switch f.Type {
+			case bus.TypeReady:
+				var r struct{ Data bus.ReadyData }
+				if err := json.Unmarshal(f.JSON(), &r); err != nil {
+					return err
+				}
+				epoch = r.Data.Epoch
+			case bus.TypeGap:
+				e.gap(f, cur, has)
+			case bus.TypeLagged:
+				return errLagged
+			case bus.TypeClosed:
+				var c struct{ Data bus.ClosedData }
+				json.Unmarshal(f.JSON(), &c)
+				if c.Data.Reason == string(bus.EndSessionDeleted) {
+					// Let the acknowledgements of what was sent arrive.
+					close(acks)
+					wg.Wait()
+					acks = make(chan inflight) // for the deferred close
+					return errSessionGone
+				}
+				return nil
+			case bus.TypeReplayed, bus.TypeSlow, bus.TypeError:
+			default:
+				if f.Reserved() {
+					continue
+				}
+				at := exportCursor{epoch, f.ID}
+				if err := e.publish(ctx, f, at, first, acks, ackErr); err != nil {
+					return err
+				}
+				first = false
+			}
+		}
+		clear(frames)
+		if ended {
+			if sub.End() == bus.EndSessionDeleted {
+				return errSessionGone
+			}
+			return nil
+		}
+	}
+}
+
+// gap logs and counts what the ring no longer held.
+func (e *exporter) gap(f *bus.Frame, cur exportCursor, has bool) {
+	var g struct{ Data bus.GapData }
+	json.Unmarshal(f.JSON(), &g)
+	if !has {
+		e.b.logger.Info("upstream: first export of a session starts at the oldest event its ring holds", "session", e.session)
+		return
+	}
+	var lost uint64
+	if g.Data.Reason == bus.GapRingEvicted && g.Data.EarliestAvailableID != nil {
+		lost = *g.Data.EarliestAvailableID - cur.id - 1
+	} else if g.Data.Reason == bus.GapRingEvicted {
+		lost = g.Data.LastID - cur.id
+	}
+	e.mu.Lock()
+	e.lost += lost
+	e.mu.Unlock()
+	e.b.mu.Lock()
+	e.b.lost += lost
+	e.b.mu.Unlock()
+	e.b.logger.Warn("upstream: export resumes past a gap", "session", e.session, "reason", g.Data.Reason,
+		"cursor", cur.id, "lost", lost)
+}
+
+// publish sends one event; the first of a round waits for its
+// acknowledgement, so that a server that refuses publishes (JetStream
+// not ready yet) fails the round before anything else is sent.
+func (e *exporter) publish(ctx context.Context, f *bus.Frame, at exportCursor, first bool, acks chan<- inflight, ackErr <-chan error) error {
+	m := &nats.Msg{Subject: e.subject, Data: f.JSON(), Header: nats.Header{}}
+	id := e.b.cfg.Node + "/" + e.session + "/" + at.epoch + "/" + strconv.FormatUint(at.id, 10)
+	fut, err := e.b.js.PublishMsgAsync(m, jetstream.WithMsgID(id), jetstream.WithExpectStream(e.b.cfg.Stream))
+	if err != nil {
+		return err
+	}
+	if first {
+		select {
+		case <-fut.Ok():
+			e.advance(at)
+			return nil
+		case err := <-fut.Err():
+			return err
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	select {
+	case acks <- inflight{fut, at}:
+		return nil
+	case err := <-ackErr:
+		return err
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// readAcks advances the cursor over acknowledgements in publish order,
+// and stops advancing at the first failure, which it reports on ackErr.
+func (e *exporter) readAcks(ctx context.Context, acks <-chan inflight, ackErr chan<- error) {
+	failed := false
+	last := time.Now()
+	for p := range acks {
+		if failed {
+			continue
+		}
+		select {
+		case <-p.fut.Ok():
+			e.advance(p.at)
+			if len(acks) == 0 || time.Since(last) >= e.b.opts.CursorInterval {
+				e.save()
+				last = time.Now()
+			}
+		case err := <-p.fut.Err():
+			failed = true
+			ackErr <- err
+		case <-ctx.Done():
+			failed = true
+		}
+	}
+}
+
+func (e *exporter) advance(at exportCursor) {
+	e.mu.Lock()
+	e.acked, e.has = at, true
+	e.exported++
+	e.mu.Unlock()
+	e.b.mu.Lock()
+	e.b.exported++
+	e.b.mu.Unlock()
+}

@@ -1,0 +1,372 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/localbus/localbus/bus"
+)
+
+func importCursorName(pattern string) string { return "upstream.import:" + pattern }
+
+// maxImportBatch is the most events published to a mirror at once (the
+// router's batch limit).
+const maxImportBatch = 1000
+
+// An importer mirrors the sessions that match one import pattern.
+type importer struct {
+	b       *Bridge
+	pattern string
+	filter  string // the consumer's filter subject
+	ctx     context.Context
+	cancel  context.CancelFunc
+	fin     chan struct{}
+
+	mu  sync.Mutex // guards seq; a leaf
+	seq uint64     // the last stream sequence applied
+}
+
+// A mirror is the state of one local mirror session.
+type mirror struct {
+	node, session string // the source
+	mu            sync.Mutex
+	epoch         string // the source's epoch of the last event applied
+	id            uint64 // the source's id of the last event applied
+	imported      uint64
+	known         bool // epoch and id are set (from the ring or an event)
+}
+
+// syncImportersLocked starts an importer per new pattern and stops those
+// of removed ones. b.mu must be held.
+func (b *Bridge) syncImportersLocked() {
+	if b.closed {
+		return
+	}
+	want := map[string]bool{}
+	for _, p := range b.imports {
+		want[p] = true
+	}
+	for p, im := range b.importers {
+		if !want[p] {
+			im.cancel()
+			delete(b.importers, p)
+		}
+	}
+	for p := range want {
+		if _, ok := b.importers[p]; ok {
+			continue
+		}
+		node, _, _ := strings.Cut(p, "/")
+		filter := SubjectPrefix + ".>"
+		if !strings.ContainsAny(node, `*?[\`) {
+			filter = SubjectPrefix + "." + node + ".>"
+		}
+		im := &importer{b: b, pattern: p, filter: filter, fin: make(chan struct{})}
+		im.ctx, im.cancel = context.WithCancel(b.ctx)
+		b.importers[p] = im
+		b.wg.Go(im.run)
+	}
+}
+
+func (im *importer) run() {
+	defer close(im.fin)
+	log := im.b.logger.With("import", im.pattern)
+	v, err := im.b.opts.Cursors.Cursor(importCursorName(im.pattern))
+	if err != nil {
+		log.Error("upstream: cannot read the import cursor", "err", err)
+		return
+	}
+	if v != nil {
+		n, err := strconv.ParseUint(string(v), 10, 64)
+		if err != nil {
+			log.Warn("upstream: bad import cursor; reading the stream from its start", "cursor", string(v))
+		}
+		im.seq = n
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		if !im.b.ready(im.ctx) {
+			return
+		}
+		err := im.round()
+		if im.ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			im.b.setErr(fmt.Errorf("import %s: %w", im.pattern, err))
+			log.Warn("upstream: import interrupted; resuming from the cursor", "err", err, "seq", im.seq)
+		}
+		if !sleep(im.ctx, backoff) {
+			return
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// round reads the stream from the cursor with an ordered consumer until
+// something fails or the importer stops.
+func (im *importer) round() error {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{im.filter}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if im.seq > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, im.seq+1
+	}
+	ctx, cancel := context.WithTimeout(im.ctx, im.b.opts.AckTimeout)
+	cons, err := im.b.js.OrderedConsumer(ctx, im.b.cfg.Stream, cfg)
+	cancel()
+	if err != nil {
+		return err
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(2 * maxImportBatch))
+	if err != nil {
+		return err
+	}
+	msgs := make(chan jetstream.Msg, maxImportBatch)
+	readErr := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(msgs)
+		for {
+			m, err := it.Next()
+			if err != nil {
+				if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+					readErr <- err
+				}
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-im.ctx.Done():
+				return
+			}
+		}
+	})
+	defer func() {
+		it.Stop()
+		wg.Wait()
+	}()
+
+	batch := make([]jetstream.Msg, 0, maxImportBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				select {
+				case err := <-readErr:
+					return err
+				default:
+					return nil
+				}
+			}
+			batch = append(batch, m)
+		case <-im.ctx.Done():
+			return nil
+		}
+	more:
+		for len(batch) < maxImportBatch {
+			select {
+			case m, ok := <-msgs:
+				if !ok {
+					break more
+				}
+				batch = append(batch, m)
+			default:
+				break more
+			}
+		}
+		if err := im.apply(batch); err != nil {
+			return err
+		}
+	}
+}
+
+// incoming is one message decoded.
+type incoming struct {
+	seq    uint64
+	mirror string
+	origin bus.RemoteOrigin
+	ev     bus.Event
+}
+
+// apply publishes a batch of messages to their mirrors, in order, then
+// writes the cursor.
+func (im *importer) apply(batch []jetstream.Msg) error {
+	var run []bus.Event // consecutive events of one mirror
+	var runMirror *mirror
+	var runID string
+	var lastSeq uint64
+	flush := func() error {
+		if len(run) == 0 {
+			return nil
+		}
+		if _, _, err := im.b.opts.Hub.PublishMirror(runID, run); err != nil {
+			return fmt.Errorf("mirror %s: %w", runID, err)
+		}
+		last := run[len(run)-1].Origin
+		runMirror.mu.Lock()
+		runMirror.epoch, runMirror.id, runMirror.known = last.Epoch, last.ID, true
+		runMirror.imported += uint64(len(run))
+		runMirror.mu.Unlock()
+		im.b.mu.Lock()
+		im.b.imported += uint64(len(run))
+		im.b.mu.Unlock()
+		run = run[:0]
+		return nil
+	}
+	for _, m := range batch {
+		in, ok := im.decode(m)
+		if ok && im.b.matchImport(in.origin.Node, in.origin.Session) {
+			mr := im.b.mirrorFor(in.mirror, in.origin)
+			if runMirror != mr {
+				if err := flush(); err != nil {
+					return err
+				}
+				runMirror, runID = mr, in.mirror
+			}
+			switch mr.decide(in.origin) {
+			case applyEvent:
+				in.ev.Origin = &in.origin
+				run = append(run, in.ev)
+			case resetMirror:
+				if err := flush(); err != nil {
+					return err
+				}
+				im.b.resetMirror(in.mirror, mr, in.origin)
+				in.ev.Origin = &in.origin
+				run = append(run, in.ev)
+			case skipEvent:
+			}
+			if len(run) >= maxImportBatch {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		lastSeq = in.seq
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	if lastSeq > 0 {
+		im.mu.Lock()
+		im.seq = lastSeq
+		im.mu.Unlock()
+		if err := im.b.opts.Cursors.PutCursor(importCursorName(im.pattern), []byte(strconv.FormatUint(lastSeq, 10))); err != nil {
+			im.b.logger.Warn("upstream: cannot write the import cursor", "import", im.pattern, "err", err)
+		}
+	}
+	return nil
+}
+
+// decode reads a message; ok is false (and the message skipped) when it is
+// not an event of another node that makes a valid mirror.
+func (im *importer) decode(m jetstream.Msg) (in incoming, ok bool) {
+	if md, err := m.Metadata(); err == nil {
+		in.seq = md.Sequence.Stream
+	}
+	parts := strings.Split(m.Headers().Get("Nats-Msg-Id"), "/")
+	if len(parts) != 4 {
+		return in, false
+	}
+	id, err := strconv.ParseUint(parts[3], 10, 64)
+	if err != nil || parts[0] == im.b.cfg.Node {
+		return in, false
+	}
+	in.origin = bus.RemoteOrigin{Node: parts[0], Session: parts[1], ID: id, Epoch: parts[2]}
+	var ok2 bool
+	if in.mirror, ok2 = mirrorName(in.origin.Node, in.origin.Session); !ok2 {
+		im.b.logger.Warn("upstream: remote session makes no valid local session id; skipped", "node", in.origin.Node, "session", in.origin.Session)
+		return in, false
+	}
+	var env bus.Envelope
+	if err := json.Unmarshal(m.Data(), &env); err != nil {
+		im.b.logger.Warn("upstream: message is not an envelope; skipped", "subject", m.Subject(), "err", err)
+		return in, false
+	}
+	in.ev = bus.Event{Type: env.Type, Data: env.Data, Originator: env.Originator}
+	if t, err := time.Parse(time.RFC3339Nano, env.Timestamp); err == nil {
+		in.ev.Time = t
+	}
+	return in, true
+}
+
+// matchImport reports whether session of node matches an import pattern.
+func (b *Bridge) matchImport(node, session string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return node != b.cfg.Node && matchAny(b.imports, node+"/"+session)
+}
+
+// What a mirror does with an incoming event.
+const (
+	applyEvent = iota
+	skipEvent
+	resetMirror
+)
+
+// decide says what to do with an event of the mirror's source: skip it if
+// the mirror already has it, reset the mirror if the source's epoch
+// changed, else apply it.
+func (mr *mirror) decide(o bus.RemoteOrigin) int {
+	mr.mu.Lock()
+	defer mr.mu.Unlock()
+	switch {
+	case !mr.known:
+		return applyEvent
+	case o.Epoch == mr.epoch && o.ID <= mr.id:
+		return skipEvent
+	case o.Epoch != mr.epoch:
+		return resetMirror
+	}
+	return applyEvent
+}
+
+// mirrorFor returns the state of mirror id, reading the origin of its last
+// event from its ring the first time.
+func (b *Bridge) mirrorFor(id string, o bus.RemoteOrigin) *mirror {
+	b.mu.Lock()
+	mr, ok := b.mirrors[id]
+	if !ok {
+		mr = &mirror{node: o.Node, session: o.Session}
+		b.mirrors[id] = mr
+	}
+	b.mu.Unlock()
+	if ok {
+		return mr
+	}
+	if s, ok := b.opts.Hub.Session(id); ok {
+		if f := s.Bus.LastFrame(); f != nil {
+			var env bus.Envelope
+			if json.Unmarshal(f.JSON(), &env) == nil && env.Origin != nil {
+				mr.epoch, mr.id, mr.known = env.Origin.Epoch, env.Origin.ID, true
+			}
+		}
+	}
+	return mr
+}
+
+// resetMirror starts the mirror over on a new epoch of its own: its
+// streams end as on a reload, so that readers come back and resume, and
+// find an epoch they did not see (stream:gap, epoch_reset).
+func (b *Bridge) resetMirror(id string, mr *mirror, o bus.RemoteOrigin) {
+	mr.mu.Lock()
+	old := mr.epoch
+	mr.known = false
+	mr.mu.Unlock()
+	b.logger.Warn("upstream: the source of a mirror started a new epoch; the mirror starts over on a new epoch too",
+		"mirror", id, "oldEpoch", old, "newEpoch", o.Epoch)
+	if s, ok := b.opts.Hub.Session(id); ok {
+		s.Bus.EndStreams(bus.EndReload)
+		if err := b.opts.Hub.Delete(id); err != nil {
+			b.logger.Warn("upstream: deleting the old mirror", "mirror", id, "err", err)
+		}
+	}
+}

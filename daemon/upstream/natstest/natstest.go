@@ -1,0 +1,129 @@
+// Package natstest runs a real nats-server with JetStream for tests: on a
+// loopback port, its store in a temporary directory, stopped when the test
+// ends. Tests skip when the binary is missing (Debian's package
+// nats-server installs it).
+package natstest
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A Server is one nats-server process that can be killed and started
+// again on the same port and store.
+type Server struct {
+	t    testing.TB
+	bin  string
+	dir  string
+	port int
+
+	mu  sync.Mutex // guards the fields below
+	cmd *exec.Cmd
+	out *bytes.Buffer
+}
+
+// Binary returns the path of nats-server, or "" when it is not installed.
+func Binary() string {
+	if p, err := exec.LookPath("nats-server"); err == nil {
+		return p
+	}
+	for _, p := range []string{"/usr/sbin/nats-server", "/usr/bin/nats-server"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// Start starts nats-server -js on a free loopback port with its store in
+// a temporary directory, and waits until it accepts connections. It
+// skips the test when the binary is missing.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	bin := Binary()
+	if bin == "" {
+		t.Skip("nats-server is not installed (Debian package nats-server)")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	s := &Server{t: t, bin: bin, dir: filepath.Join(t.TempDir(), "js"), port: port}
+	s.Restart()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// URL is the server's client URL.
+func (s *Server) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.port) }
+
+// Restart starts the server again (after Kill or Stop) on the same port
+// and store, and waits until it accepts connections.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.mu.Lock()
+	if s.cmd != nil {
+		s.mu.Unlock()
+		s.t.Fatal("natstest: Restart of a running server")
+	}
+	cmd := exec.Command(s.bin, "-js", "-sd", s.dir, "-a", "127.0.0.1", "-p", fmt.Sprint(s.port))
+	out := new(bytes.Buffer)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		s.mu.Unlock()
+		s.t.Fatal(err)
+	}
+	s.cmd, s.out = cmd, out
+	s.mu.Unlock()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", s.port), time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("natstest: nats-server did not start: %v\n%s", err, out)
+		}
+		time.Sleep(20 * time.Millisecond) // polling for the port, bounded by deadline
+	}
+}
+
+// Kill stops the server with SIGKILL and waits for it to exit.
+func (s *Server) Kill() { s.signal(syscall.SIGKILL) }
+
+// Stop stops the server with SIGTERM (a clean shutdown) and waits for it
+// to exit. It does nothing when the server is not running.
+func (s *Server) Stop() { s.signal(syscall.SIGTERM) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Signal(sig)
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		cmd.Process.Kill()
+		<-done
+	}
+}

@@ -1,0 +1,175 @@
+package upstream
+
+import (
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Status is what `localbus status` shows of the bridge (JSON field names
+// are the wire's).
+type Status struct {
+	// Node is this daemon's node name; Stream the JetStream stream.
+	Node   string `json:"node"`
+	Stream string `json:"stream"`
+	// URLs are the servers, with any user information redacted.
+	URLs []string `json:"urls"`
+	// Connected reports whether the bridge is connected; Server is the
+	// server it is connected to.
+	Connected bool   `json:"connected"`
+	Server    string `json:"server,omitempty"`
+	// LastError is the last connection, export or import error.
+	LastError string `json:"lastError,omitempty"`
+	// Export and Import are the patterns in force.
+	Export []string `json:"export"`
+	Import []string `json:"import"`
+	// Exported counts events JetStream acknowledged; Imported events
+	// published to mirrors; Lost events the ring no longer held when they
+	// were due for export. All since start.
+	Exported uint64 `json:"exported"`
+	Imported uint64 `json:"imported"`
+	Lost     uint64 `json:"lost"`
+	// Lag is the sum of the exported sessions' lags.
+	Lag uint64 `json:"lag"`
+	// Sessions are the exported sessions; Mirrors the imported ones.
+	Sessions []ExportStatus `json:"sessions"`
+	Mirrors  []MirrorStatus `json:"mirrors"`
+}
+
+// ExportStatus is one exported session.
+type ExportStatus struct {
+	Session string `json:"session"`
+	// LastID is the session's last id; ExportedID the last one JetStream
+	// acknowledged (in Epoch); Lag the events still to export.
+	LastID     uint64 `json:"lastId"`
+	ExportedID uint64 `json:"exportedId"`
+	Epoch      string `json:"epoch,omitempty"`
+	Lag        uint64 `json:"lag"`
+}
+
+// MirrorStatus is one mirror.
+type MirrorStatus struct {
+	// Session is the local session; Node and Source the one it mirrors.
+	Session string `json:"session"`
+	Node    string `json:"node"`
+	Source  string `json:"source"`
+	// Epoch and ID are the source's epoch and id of the last event
+	// applied; LastID is the mirror's own last id.
+	Epoch    string `json:"epoch,omitempty"`
+	ID       uint64 `json:"id"`
+	LastID   uint64 `json:"lastId"`
+	Imported uint64 `json:"imported"`
+}
+
+// Status returns the bridge's state.
+func (b *Bridge) Status() Status {
+	st := Status{Node: b.cfg.Node, Stream: b.cfg.Stream, URLs: redact(b.cfg.URLs), Connected: b.nc.IsConnected()}
+	if st.Connected {
+		st.Server = b.nc.ConnectedUrlRedacted()
+	}
+	b.mu.Lock()
+	st.LastError, st.Exported, st.Imported, st.Lost = b.lastErr, b.exported, b.imported, b.lost
+	st.Export, st.Import = slices.Clone(b.export), slices.Clone(b.imports)
+	exporters := make(map[string]*exporter, len(b.exporters))
+	for id, e := range b.exporters {
+		exporters[id] = e
+	}
+	mirrors := make(map[string]*mirror, len(b.mirrors))
+	for id, m := range b.mirrors {
+		mirrors[id] = m
+	}
+	b.mu.Unlock()
+	for id, e := range exporters {
+		s, ok := b.opts.Hub.Session(id)
+		if !ok {
+			continue
+		}
+		es := ExportStatus{Session: id, LastID: s.Bus.LastID()}
+		c, _ := e.cursor()
+		es.ExportedID, es.Epoch = c.id, c.epoch
+		if c.epoch == s.Bus.Epoch() && c.id <= es.LastID {
+			es.Lag = es.LastID - c.id
+		} else {
+			es.Lag = es.LastID
+		}
+		st.Lag += es.Lag
+		st.Sessions = append(st.Sessions, es)
+	}
+	for id, m := range mirrors {
+		ms := MirrorStatus{Session: id, Node: m.node, Source: m.session}
+		m.mu.Lock()
+		ms.Epoch, ms.ID, ms.Imported = m.epoch, m.id, m.imported
+		m.mu.Unlock()
+		if s, ok := b.opts.Hub.Session(id); ok {
+			ms.LastID = s.Bus.LastID()
+		}
+		st.Mirrors = append(st.Mirrors, ms)
+	}
+	slices.SortFunc(st.Sessions, func(a, b ExportStatus) int { return strings.Compare(a.Session, b.Session) })
+	slices.SortFunc(st.Mirrors, func(a, b MirrorStatus) int { return strings.Compare(a.Session, b.Session) })
+	return st
+}
+
+var (
+	descConnected = prometheus.NewDesc("localbus_upstream_connected", "1 when the upstream bridge is connected to NATS.", nil, nil)
+	descLag       = prometheus.NewDesc("localbus_upstream_export_lag_events", "Events of an exported session not yet acknowledged by JetStream.", []string{"session"}, nil)
+	descExported  = prometheus.NewDesc("localbus_upstream_exported_total", "Events exported and acknowledged by JetStream.", nil, nil)
+	descImported  = prometheus.NewDesc("localbus_upstream_imported_total", "Events imported into mirrors.", nil, nil)
+	descLost      = prometheus.NewDesc("localbus_upstream_export_lost_total", "Events the ring no longer held when they were due for export.", nil, nil)
+)
+
+// Collector returns the bridge's Prometheus metrics, read at each scrape.
+func (b *Bridge) Collector() prometheus.Collector { return collector{b} }
+
+type collector struct{ b *Bridge }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descConnected, descLag, descExported, descImported, descLost} {
+		ch <- d
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	st := c.b.Status()
+	connected := 0.0
+	if st.Connected {
+		connected = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descConnected, prometheus.GaugeValue, connected)
+	for _, s := range st.Sessions {
+		ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(s.Lag), s.Session)
+	}
+	ch <- prometheus.MustNewConstMetric(descExported, prometheus.CounterValue, float64(st.Exported))
+	ch <- prometheus.MustNewConstMetric(descImported, prometheus.CounterValue, float64(st.Imported))
+	ch <- prometheus.MustNewConstMetric(descLost, prometheus.CounterValue, float64(st.Lost))
+}
+
+// MemCursors keeps cursors in memory, for a daemon without a journal.
+type MemCursors struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+// Cursor implements Cursors.
+func (c *MemCursors) Cursor(name string) ([]byte, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.m[name]), nil
+}
+
+// PutCursor implements Cursors.
+func (c *MemCursors) PutCursor(name string, value []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string][]byte{}
+	}
+	if value == nil {
+		delete(c.m, name)
+	} else {
+		c.m[name] = slices.Clone(value)
+	}
+	return nil
+}
