@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/localbus/localbus/daemon/upstream"
 )
 
 // Config is the configuration of localbus serve: one field per key of the
@@ -115,6 +117,11 @@ type Config struct {
 	// FsyncInterval is the sync period under FsyncInterval, more than 0.
 	// Default: 100ms.
 	FsyncInterval time.Duration
+	// Upstream is the [upstream] table (SPEC §12): the bridge to NATS
+	// JetStream, filled with its defaults. Default: nil, no bridge. It is
+	// the file's one table, not in the settings table and without flags
+	// (config_upstream.go).
+	Upstream *upstream.Config
 }
 
 // Values of Config.UnixAuth, Config.Durability and Config.Fsync.

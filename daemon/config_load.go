@@ -106,13 +106,18 @@ func loadFile(path string, explicit bool) (*loader, error) {
 // fileType is a struct with one toml.Primitive field per setting. Decoding
 // into it leaves unknown keys undecoded, so MetaData.Undecoded names them.
 var fileType = sync.OnceValue(func() reflect.Type {
-	fields := make([]reflect.StructField, len(settings))
+	fields := make([]reflect.StructField, len(settings)+1)
 	for i, s := range settings {
 		fields[i] = reflect.StructField{
 			Name: "F" + strconv.Itoa(i),
 			Type: reflect.TypeFor[toml.Primitive](),
 			Tag:  reflect.StructTag(`toml:"` + s.Key + `"`),
 		}
+	}
+	fields[len(settings)] = reflect.StructField{
+		Name: "Upstream",
+		Type: reflect.TypeFor[toml.Primitive](),
+		Tag:  reflect.StructTag(`toml:"` + upstreamKey + `"`),
 	}
 	return reflect.StructOf(fields)
 })
@@ -141,14 +146,17 @@ func (l *loader) decode(path, dir, data string) error {
 		l.errs = append(l.errs, &ConfigError{Key: key, Msg: "unknown key" + suggest(key), File: path})
 	}
 	for _, k := range md.Undecoded() {
-		if _, ok := lookupSetting(k[0]); !ok {
+		if _, ok := lookupSetting(k[0]); !ok && k[0] != upstreamKey {
 			unknown(k[0])
 		}
 	}
 	for _, k := range md.Keys() {
-		if _, ok := lookupSetting(k[0]); !ok {
+		if _, ok := lookupSetting(k[0]); !ok && k[0] != upstreamKey {
 			unknown(k[0])
 		}
+	}
+	if md.IsDefined(upstreamKey) {
+		l.decodeUpstream(path, dir, md, doc.Elem().Field(len(settings)).Interface().(toml.Primitive))
 	}
 
 	for i, s := range settings {

@@ -129,6 +129,7 @@ func (c Config) problems() []*ConfigError {
 	check("durability", oneOf(c.Durability, DurabilityDisk, DurabilityMemory))
 	check("fsync", oneOf(c.Fsync, FsyncAlways, FsyncInterval, FsyncNever))
 	check("fsync_interval", positive(c.FsyncInterval))
+	errs = append(errs, c.upstreamProblems()...)
 	return errs
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/daemon/journal"
+	"github.com/localbus/localbus/daemon/upstream"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/access"
 	"github.com/localbus/localbus/ipc/wire"
@@ -43,6 +44,7 @@ type Daemon struct {
 	level    *slog.LevelVar
 	hub      *hub.Hub
 	journal  *journal.Journal // nil with durability "memory"
+	upstream *upstream.Bridge // nil without an [upstream] table
 	handler  *ipc.Handler
 	notifier *systemd.Notifier
 	server   *http.Server
@@ -123,6 +125,20 @@ func (d *Daemon) open() error {
 		return err
 	}
 	d.hub = h
+	if cfg.Upstream != nil {
+		// Before the router serves: the bridge marks its mirrors read-only.
+		var cursors upstream.Cursors = new(upstream.MemCursors)
+		if d.journal != nil {
+			cursors = d.journal
+		}
+		br, err := upstream.Start(upstream.Options{Config: *cfg.Upstream, Hub: h, Cursors: cursors, Logger: d.log})
+		if err != nil {
+			h.Close()
+			d.closeJournal()
+			return err
+		}
+		d.upstream = br
+	}
 	d.handler = ipc.New(d.handlerOptions(cfg, auth))
 	d.server = &http.Server{
 		Handler:           d.handler,
@@ -197,6 +213,15 @@ func newAuth(cfg Config) (*ipc.Auth, error) {
 }
 
 func (d *Daemon) handlerOptions(cfg Config, auth *ipc.Auth) ipc.Options {
+	o := d.baseHandlerOptions(cfg, auth)
+	if br := d.upstream; br != nil {
+		o.Upstream = func() any { return br.Status() }
+		o.Metrics = append(o.Metrics, br.Collector())
+	}
+	return o
+}
+
+func (d *Daemon) baseHandlerOptions(cfg Config, auth *ipc.Auth) ipc.Options {
 	return ipc.Options{
 		Hub:            d.hub,
 		Authenticate:   auth.Authenticate,
@@ -350,6 +375,11 @@ func (d *Daemon) shutdown(listeners []net.Listener, cancelRequests context.Cance
 	defer cancel()
 
 	d.handler.Drain()
+	if d.upstream != nil {
+		// Stops exporting and importing, and writes the cursors, while
+		// the buses are still open.
+		d.upstream.Close()
+	}
 	// Stop accepting, and close each connection after its answer.
 	// Connections still in a listener's backlog are refused (reset); under
 	// socket activation they wait for the next start.
@@ -463,6 +493,7 @@ func (d *Daemon) reload() error {
 		return err
 	}
 	restart := keepRestartSettings(d.cfg, &next)
+	restart = append(restart, keepUpstreamRestart(d.cfg, &next)...)
 	// The file was valid on its own; the configuration that will run is
 	// the file's reloadable values with the running ones of the rest
 	// (listen_tcp with allow_remote from the file, say), so check that too.
@@ -483,6 +514,11 @@ func (d *Daemon) reload() error {
 	}
 	if err := d.hub.SetOptions(hubOptions(next)); err != nil {
 		return err
+	}
+	if d.upstream != nil && next.Upstream != nil {
+		if err := d.upstream.SetPatterns(next.Upstream.Export, next.Upstream.Import); err != nil {
+			return err
+		}
 	}
 	d.handler.SetOptions(d.handlerOptions(next, auth))
 	d.level.Set(next.SlogLevel())

@@ -373,6 +373,7 @@ const (
 	stWSOK    = http.StatusBadRequest
 	st401     = http.StatusUnauthorized
 	st403     = http.StatusForbidden
+	st404     = http.StatusNotFound
 )
 
 func TestEveryRouteEnforcesItsScope(t *testing.T) {
@@ -409,6 +410,9 @@ func TestEveryRouteEnforcesItsScope(t *testing.T) {
 			[10]int{st401, st401, st403, st403, st403, stDeleted, stDeleted, stDeleted, st403, st401}},
 		{"POST", "/api/v1/reload", "/api/v1/reload", "",
 			[10]int{st401, st401, st403, st403, st403, stOK, stOK, stOK, st403, st401}},
+		// No bridge in this handler: an authorized caller gets 404 no_upstream.
+		{"GET", "/api/v1/upstream", "/api/v1/upstream", "",
+			[10]int{st401, st401, st404, st403, st403, st404, st404, st404, st404, st401}},
 		{"GET", "/api/v1/caps", "/api/v1/caps", "",
 			[10]int{stOK, st401, stOK, stOK, stOK, stOK, stOK, stOK, stOK, stOK}},
 		{"GET", "/healthz", "/healthz", "",

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/ipc/access"
@@ -72,6 +74,13 @@ type Options struct {
 	Caps wire.Limits
 	// Logger receives the router's log lines; nil means slog.Default().
 	Logger *slog.Logger
+	// Upstream, if set, returns the state of the NATS bridge (SPEC §12)
+	// for GET /api/v1/upstream, a value that marshals to JSON; nil
+	// answers that route with 404 (no bridge).
+	Upstream func() any
+	// Metrics are more collectors for GET /metrics (the bridge's); they
+	// are registered by New, so SetOptions does not change them.
+	Metrics []prometheus.Collector
 }
 
 func (o *Options) fill() {

@@ -46,3 +46,13 @@ func (h *Handler) serveReload(w http.ResponseWriter, r *http.Request, c Caller) 
 func (h *Handler) serveMetrics(w http.ResponseWriter, r *http.Request, c Caller) {
 	h.metrics.handler.ServeHTTP(w, r)
 }
+
+// serveUpstream is GET /api/v1/upstream: the NATS bridge's state (SPEC §12).
+func (h *Handler) serveUpstream(w http.ResponseWriter, r *http.Request, c Caller) {
+	f := h.options().Upstream
+	if f == nil {
+		writeError(w, errorf(http.StatusNotFound, "no_upstream", "this daemon has no [upstream] table"))
+		return
+	}
+	writeJSON(w, http.StatusOK, f())
+}

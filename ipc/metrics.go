@@ -27,6 +27,7 @@ func newMetrics(h *Handler) *metrics {
 		}),
 	}
 	reg.MustRegister(m.publishSeconds, busCollector{h})
+	reg.MustRegister(h.options().Metrics...)
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	return m
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
@@ -18,7 +19,7 @@ func statusCommand() *cli.Command {
 		Description: "Asks the daemon what it speaks (version, features, limits) and lists its sessions\n" +
 			"with their subscribers. Exits 2 when the daemon cannot be reached, so scripts can\n" +
 			"use it as a health check.",
-		Flags: []cli.Flag{jsonFlag(`print {"address", "caps", "sessions"} as JSON`)},
+		Flags: []cli.Flag{jsonFlag(`print {"address", "caps", "sessions", "upstream"} as JSON`)},
 		Action: func(c *cli.Context) error {
 			if err := checkArgs(c, 0, 0, "no arguments"); err != nil {
 				return err
@@ -26,21 +27,35 @@ func statusCommand() *cli.Command {
 			var addr string
 			var caps client.Caps
 			var sessions []client.SessionInfo
+			var up *client.UpstreamStatus
 			err := callDaemon(c, func(ctx context.Context, cl *client.Client) (err error) {
 				addr = cl.Addr()
 				if caps, err = cl.Caps(ctx); err != nil {
 					return err
 				}
-				sessions, err = cl.Sessions(ctx)
+				if sessions, err = cl.Sessions(ctx); err != nil {
+					return err
+				}
+				st, ok, err := cl.Upstream(ctx)
+				if ok {
+					up = &st
+				}
 				return err
 			})
 			if err != nil {
 				return err
 			}
 			if c.Bool("json") {
-				return printJSON(c.App.Writer, map[string]any{"address": addr, "caps": caps, "sessions": sessions})
+				out := map[string]any{"address": addr, "caps": caps, "sessions": sessions}
+				if up != nil {
+					out["upstream"] = up
+				}
+				return printJSON(c.App.Writer, out)
 			}
 			printStatus(c.App.Writer, addr, caps, sessions)
+			if up != nil {
+				printUpstream(c.App.Writer, up)
+			}
 			return nil
 		},
 	})
@@ -80,4 +95,38 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// printUpstream writes the state of the NATS bridge for people.
+func printUpstream(w io.Writer, up *client.UpstreamStatus) {
+	fmt.Fprintln(w)
+	state := "disconnected"
+	if up.Connected {
+		state = "connected to " + up.Server
+	}
+	fmt.Fprintf(w, "upstream: node %s, stream %s, %s\n", up.Node, up.Stream, state)
+	if up.LastError != "" {
+		fmt.Fprintf(w, "  last error: %s\n", up.LastError)
+	}
+	fmt.Fprintf(w, "  exported %d, imported %d, lag %d", up.Exported, up.Imported, up.Lag)
+	if up.Lost > 0 {
+		fmt.Fprintf(w, ", lost %d", up.Lost)
+	}
+	fmt.Fprintln(w)
+	if len(up.Sessions) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  EXPORT\tLAST ID\tEXPORTED\tLAG")
+		for _, s := range up.Sessions {
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\n", s.Session, s.LastID, s.ExportedID, s.Lag)
+		}
+		tw.Flush()
+	}
+	if len(up.Mirrors) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  MIRROR\tSOURCE\tLAST ID\tSOURCE ID\tIMPORTED")
+		for _, m := range up.Mirrors {
+			fmt.Fprintf(tw, "  %s\t%s/%s\t%d\t%d\t%d\n", m.Session, m.Node, m.Source, m.LastID, m.ID, m.Imported)
+		}
+		tw.Flush()
+	}
 }

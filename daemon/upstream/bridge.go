@@ -53,7 +53,8 @@ const (
 
 // Options configure Start.
 type Options struct {
-	// Config is the [upstream] table, filled (Config.Fill). Required.
+	// Config is the [upstream] table, filled (Config.Fill) and valid.
+	// Required.
 	Config Config
 	// Hub is the session registry to export from and import into. Required.
 	Hub Hub

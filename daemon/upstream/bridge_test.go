@@ -49,9 +49,7 @@ func (n *node) start() {
 		n.t.Fatal(err)
 	}
 	cfg := n.cfg
-	if err := cfg.Fill(); err != nil {
-		n.t.Fatal(err)
-	}
+	cfg.Fill()
 	if n.br, err = upstream.Start(upstream.Options{Config: cfg, Hub: n.h, Cursors: n.j, Logger: quiet,
 		ScanInterval: 20 * time.Millisecond, AckTimeout: 2 * time.Second, ReconnectWait: 50 * time.Millisecond}); err != nil {
 		n.t.Fatal(err)

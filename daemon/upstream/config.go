@@ -89,21 +89,20 @@ func DefaultNode() string {
 	return h
 }
 
-// Fill sets the defaults of Node and Stream, then validates the result.
-func (c *Config) Fill() error {
+// Fill sets the defaults of Node (the host name, when it is a valid node
+// name) and Stream where they are empty. Validate reports a Node still
+// empty.
+func (c *Config) Fill() {
 	if c.Stream == "" {
 		c.Stream = DefaultStream
 	}
 	if c.Node == "" {
 		c.Node = DefaultNode()
-		if c.Node == "" {
-			return keyError("node", "the host name is not a valid node name: set node")
-		}
 	}
-	return c.Validate()
 }
 
-// Validate checks every key; each error is a *ConfigError naming it.
+// Validate checks every key, as filled; the error is a *ConfigError
+// naming the first bad one.
 func (c *Config) Validate() error {
 	if len(c.URLs) == 0 {
 		return keyError("url", "required: the NATS server, e.g. nats://127.0.0.1:4222")
@@ -112,6 +111,9 @@ func (c *Config) Validate() error {
 		if err := validateURL(s); err != nil {
 			return keyError("url", "%q: %v", s, err)
 		}
+	}
+	if c.Node == "" {
+		return keyError("node", "required: the host name is not a valid node name")
 	}
 	if !nodeRe.MatchString(c.Node) {
 		return keyError("node", "%q: want [a-z0-9][a-z0-9-]{0,62}", c.Node)
