@@ -71,7 +71,8 @@ type Follower struct {
 
 	mu       sync.Mutex // guards the fields below
 	ids      []uint64
-	types    []string // of every event, in order
+	types    []string       // of every event, in order
+	envs     []bus.Envelope // every event, in order
 	ends     []End
 	streams  int // streams that got stream:ready
 	problems []string
@@ -119,6 +120,13 @@ func (f *Follower) IDs() []uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]uint64(nil), f.ids...)
+}
+
+// Envelopes returns every event received, decoded, in order.
+func (f *Follower) Envelopes() []bus.Envelope {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]bus.Envelope(nil), f.envs...)
 }
 
 // Types returns the types of the events received so far, in order.
@@ -316,5 +324,6 @@ func (f *Follower) frame(end *End, b []byte) {
 		}
 		f.ids = append(f.ids, env.ID)
 		f.types = append(f.types, env.Type)
+		f.envs = append(f.envs, env)
 	}
 }
