@@ -17,9 +17,10 @@ import (
 
 func importCursorName(pattern string) string { return "upstream.import:" + pattern }
 
-// maxImportBatch is the most events published to a mirror at once (the
-// router's batch limit).
-const maxImportBatch = 1000
+// maxImportBatch is the most events published to a mirror at once: well
+// under the default live queue of a reader (256), so that catching up
+// after an outage does not evict the mirror's readers as too slow.
+const maxImportBatch = 100
 
 // An importer mirrors the sessions that match one import pattern.
 type importer struct {
@@ -124,7 +125,7 @@ func (im *importer) round() error {
 	if err != nil {
 		return err
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(2 * maxImportBatch))
+	it, err := cons.Messages(jetstream.PullMaxMessages(1000))
 	if err != nil {
 		return err
 	}

@@ -124,21 +124,25 @@ func TestUpstreamMirrorSurvivesKillingNATSAndEitherDaemon(t *testing.T) {
 	if st := upstreamStatus(t, a); st["connected"] != false || st["lag"].(float64) <= 0 {
 		t.Errorf("status with NATS down: connected %v, lag %v; want false and > 0", st["connected"], st["lag"])
 	}
+	t.Log("restarting nats-server")
 	srv.Restart()
 	pollUntil(t, "the export lag to drain", func() bool { return exportLag(t, a) == 0 })
 
+	t.Log("lag drained")
 	// The exporting daemon killed mid-stream.
 	publishNumbers(t, a, "build", 610, 300)
 	a.Kill(t)
 	a = startNode(t, a.Dir, "")
 	publishNumbers(t, a, "build", 910, 300)
 
+	t.Log("a restarted")
 	// The importing daemon killed mid-stream; the readers come back to it.
 	publishNumbers(t, a, "build", 1210, 300)
 	b.Kill(t)
 	b = startNode(t, b.Dir, "")
 	publishNumbers(t, a, "build", 1510, 300)
 
+	t.Log("b restarted")
 	const total = 1810
 	code, body := a.Do(t, http.MethodGet, "/api/v1/sessions/build", "")
 	var src struct{ Epoch string }
@@ -147,6 +151,7 @@ func TestUpstreamMirrorSurvivesKillingNATSAndEitherDaemon(t *testing.T) {
 	}
 	for _, f := range []*daemontest.Follower{sse, ws} {
 		pollUntil(t, f.Name+" to get every event", func() bool { return len(f.IDs()) >= total })
+		t.Log(f.Name, "has every event")
 		envs := f.Envelopes()
 		if len(envs) != total {
 			t.Errorf("%s got %d events, want %d", f.Name, len(envs), total)
