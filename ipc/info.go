@@ -51,7 +51,7 @@ func (h *Handler) serveMetrics(w http.ResponseWriter, r *http.Request, c Caller)
 func (h *Handler) serveUpstream(w http.ResponseWriter, r *http.Request, c Caller) {
 	f := h.options().Upstream
 	if f == nil {
-		writeError(w, errorf(http.StatusNotFound, "no_upstream", "this daemon has no [upstream] table"))
+		writeError(w, errorf(http.StatusNotFound, wire.CodeNoUpstream, "this daemon has no [upstream] table"))
 		return
 	}
 	writeJSON(w, http.StatusOK, f())

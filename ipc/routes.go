@@ -33,7 +33,7 @@ var routes = []route{
 	{"GET", "/api/v1/sessions/{id}", scopeRead, (*Handler).serveShowSession},
 	{"DELETE", "/api/v1/sessions/{id}", scopeAdmin, (*Handler).serveDeleteSession},
 	{"POST", "/api/v1/reload", scopeAdmin, (*Handler).serveReload},
-	{"GET", "/api/v1/upstream", scopeRead, (*Handler).serveUpstream},
+	{"GET", wire.PathUpstream, scopeRead, (*Handler).serveUpstream},
 	{"GET", "/api/v1/caps", scopeNone, (*Handler).serveCaps},
 	{"GET", "/healthz", scopeNone, (*Handler).serveHealthz},
 	{"GET", "/readyz", scopeNone, (*Handler).serveReadyz},

@@ -6,62 +6,19 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/localbus/localbus/ipc/wire"
 )
 
-// Status is what `localbus status` shows of the bridge (JSON field names
-// are the wire's).
-type Status struct {
-	// Node is this daemon's node name; Stream the JetStream stream.
-	Node   string `json:"node"`
-	Stream string `json:"stream"`
-	// URLs are the servers, with any user information redacted.
-	URLs []string `json:"urls"`
-	// Connected reports whether the bridge is connected; Server is the
-	// server it is connected to.
-	Connected bool   `json:"connected"`
-	Server    string `json:"server,omitempty"`
-	// LastError is the last connection, export or import error.
-	LastError string `json:"lastError,omitempty"`
-	// Export and Import are the patterns in force.
-	Export []string `json:"export"`
-	Import []string `json:"import"`
-	// Exported counts events JetStream acknowledged; Imported events
-	// published to mirrors; Lost events the ring no longer held when they
-	// were due for export. All since start.
-	Exported uint64 `json:"exported"`
-	Imported uint64 `json:"imported"`
-	Lost     uint64 `json:"lost"`
-	// Lag is the sum of the exported sessions' lags.
-	Lag uint64 `json:"lag"`
-	// Sessions are the exported sessions; Mirrors the imported ones.
-	Sessions []ExportStatus `json:"sessions"`
-	Mirrors  []MirrorStatus `json:"mirrors"`
-}
+// Status is what `localbus status` shows of the bridge, the body of GET
+// /api/v1/upstream.
+type Status = wire.UpstreamStatus
 
 // ExportStatus is one exported session.
-type ExportStatus struct {
-	Session string `json:"session"`
-	// LastID is the session's last id; ExportedID the last one JetStream
-	// acknowledged (in Epoch); Lag the events still to export.
-	LastID     uint64 `json:"lastId"`
-	ExportedID uint64 `json:"exportedId"`
-	Epoch      string `json:"epoch,omitempty"`
-	Lag        uint64 `json:"lag"`
-}
+type ExportStatus = wire.UpstreamExport
 
 // MirrorStatus is one mirror.
-type MirrorStatus struct {
-	// Session is the local session; Node and Source the one it mirrors.
-	Session string `json:"session"`
-	Node    string `json:"node"`
-	Source  string `json:"source"`
-	// Epoch and ID are the source's epoch and id of the last event
-	// applied; LastID is the mirror's own last id.
-	Epoch    string `json:"epoch,omitempty"`
-	ID       uint64 `json:"id"`
-	LastID   uint64 `json:"lastId"`
-	Imported uint64 `json:"imported"`
-}
+type MirrorStatus = wire.UpstreamMirror
 
 // Status returns the bridge's state.
 func (b *Bridge) Status() Status {

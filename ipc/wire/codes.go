@@ -33,6 +33,8 @@ const (
 
 	// 404: no such session or route.
 	CodeNotFound = "not_found"
+	// 404: GET /api/v1/upstream on a daemon without an [upstream] table.
+	CodeNoUpstream = "no_upstream"
 	// 405: the route exists, not with this method (the reply has Allow).
 	CodeMethodNotAllowed = "method_not_allowed"
 	// 408: a request body stalled.

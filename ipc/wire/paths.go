@@ -12,6 +12,8 @@ const (
 	PathSessions = "/api/v1/sessions"
 	// PathReload makes the daemon re-read its configuration (POST).
 	PathReload = "/api/v1/reload"
+	// PathUpstream answers UpstreamStatus, the NATS bridge's state (GET).
+	PathUpstream = "/api/v1/upstream"
 	// PathCaps answers Caps; it needs no credentials.
 	PathCaps = "/api/v1/caps"
 	// PathHealthz answers 200 while the daemon runs.
