@@ -48,14 +48,17 @@
 //     a reload can change, and the sd_notify notifier.
 //  3. The listeners. Under socket activation (LISTEN_FDS) the inherited ones,
 //     by FileDescriptorName (unix, tcp), which the daemon never creates or
-//     unlinks; listen_tcp is then ignored with a warning. Otherwise its own
-//     socket: the directory is made 0750, a live daemon answering on the
-//     path is an error that says so, a stale socket file is replaced, and
-//     the socket gets socket_mode and socket_group; then listen_tcp, if set.
+//     unlinks; listen_tcp is then ignored with a warning, and an inherited
+//     TCP socket not on a loopback address needs allow_remote. Otherwise its
+//     own socket: a missing directory is made 0750 with group socket_group,
+//     a live daemon answering on the path is an error that says so, a stale
+//     socket file is replaced, the socket is created with socket_mode (the
+//     umask set around bind) and given socket_group without following a
+//     link; then listen_tcp, if set.
 //     The socket comes first so that a second daemon started by mistake is
 //     told another one answers there before it touches the journal.
-//  4. The keys file (an unreadable or invalid one, or one others may read,
-//     stops the start), the journal with durability "disk" (state_dir made
+//  4. The keys file (an unreadable or invalid one, one others may read or
+//     own, a link or a FIFO stops the start), the journal with durability "disk" (state_dir made
 //     0700; its sessions restored into the hub), the hub, the router and the
 //     http.Server.
 //  5. Serving: one goroutine per listener, the watchdog, the SIGHUP handler;
