@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/localbus/localbus/daemon/daemontest"
+	"github.com/localbus/localbus/ipc/access"
 )
 
 // routeKind is how a route is called.
@@ -507,4 +508,154 @@ func groupName(t *testing.T, gid int) string {
 		t.Fatalf("group %d: %v", gid, err)
 	}
 	return g.Name
+}
+
+// TestSocketGroupReachesASocketInADirectoryTheDaemonMade leaves the socket
+// directory to the daemon (SPEC §7): it makes it 0750 with socket_group, so
+// a member of that group reaches the socket and nobody else does.
+func TestSocketGroupReachesASocketInADirectoryTheDaemonMade(t *testing.T) {
+	needRoot(t)
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("%s is needed: %v", python, err)
+	}
+	d := start(t, setup{config: "socket_group = \"65534\"\n"})
+	runDir := filepath.Dir(d.Socket)
+	st, err := os.Stat(runDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gid := st.Sys().(*syscall.Stat_t).Gid; st.Mode().Perm() != 0o750 || gid != otherUID {
+		t.Errorf("socket directory: mode %04o group %d, want 0750 group %d", st.Mode().Perm(), gid, otherUID)
+	}
+	// Open the temporary directories above it, which t.TempDir makes 0700;
+	// the socket directory stays as the daemon made it.
+	for _, p := range []string{filepath.Dir(d.Dir), d.Dir} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for uid, want := range map[int]string{otherUID: "ok", strangerUID: "EACCES"} {
+		out, errOut, code := runAs(t, uid, uid, python, "-c", pyConnect, d.Socket)
+		if code != 0 {
+			t.Fatalf("python as %d: exit %d: %s", uid, code, errOut)
+		}
+		if got := strings.TrimSpace(out); got != want {
+			t.Errorf("connect as uid %d = %s, want %s", uid, got, want)
+		}
+	}
+	if r := d.curlAs(t, otherUID, otherUID, request{path: "/healthz"}); r.status != s200 {
+		t.Errorf("healthz as uid %d = %d, want 200", otherUID, r.status)
+	}
+}
+
+// TestTheSubprotocolKeyAuthenticatesOnlyAWebSocketUpgrade sends the browser
+// key subprotocol with the headers of a WebSocket upgrade to routes that are
+// not WebSocket routes: it changes nothing, they answer 401 as without it
+// (SPEC §7), while the same key opens a WebSocket stream.
+func TestTheSubprotocolKeyAuthenticatesOnlyAWebSocketUpgrade(t *testing.T) {
+	d := start(t, setup{tcp: true})
+	if r := do(t, d.client(false), d.url(false, "/api/v1/sessions"), request{method: "POST", body: `{"id":"s1"}`}); r.status != s201 {
+		t.Fatalf("create s1 = %d %s", r.status, r.body)
+	}
+	proto := []string{"Sec-WebSocket-Protocol", "localbus-key." + d.keys.admin + ", localbus-key"}
+	for _, req := range []request{
+		{path: "/metrics"},
+		{path: "/api/v1/sessions"},
+		{path: "/api/v1/sessions/s1"},
+		{path: "/api/v1/events", stream: true},
+		{method: "POST", path: "/api/v1/sessions/s1/events", body: `{"type":"x:y"}`},
+		{method: "POST", path: "/api/v1/reload"},
+	} {
+		req.header = append(append([]string{}, upgradeHeader...), proto...)
+		r := do(t, d.client(true), d.url(true, req.path), req)
+		if r.status != s401 {
+			t.Errorf("%s %s with upgrade headers and the subprotocol key = %d %s, want 401", methodOf(req), req.path, r.status, r.body)
+		}
+		if r.status >= 400 {
+			checkErrorBody(t, r)
+		}
+	}
+	if r := do(t, d.client(false), d.url(false, "/api/v1/sessions/s1"), request{}); r.status != s200 || !strings.Contains(r.body, `"lastId":0`) {
+		t.Errorf("session s1 after the refusals = %d %s, want it untouched", r.status, r.body)
+	}
+	if r := dialWS(t, d.client(true), d.url(true, "/api/v1/sessions/s1/ws"), nil, "localbus-key."+d.keys.admin, "localbus-key"); r.status != s101 {
+		t.Errorf("WebSocket upgrade with the subprotocol key = %d %s, want 101", r.status, r.body)
+	}
+}
+
+// TestAKeysFileThatIsNotTheDaemonsIsRefused puts at keys_file what the
+// daemon must not trust or must not wait on (SPEC §7): a FIFO, a symbolic
+// link, a file another uid owns. A reload is refused at once with the path
+// and the reason, the running keys stay in force, and the daemon still
+// stops on SIGTERM; a daemon does not start on them.
+func TestAKeysFileThatIsNotTheDaemonsIsRefused(t *testing.T) {
+	tests := []struct {
+		name   string
+		root   bool
+		plant  func(t *testing.T, path string)
+		reason string
+	}{
+		{"fifo", false, func(t *testing.T, path string) {
+			if err := syscall.Mkfifo(path, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, "FIFO"},
+		{"symbolic link", false, func(t *testing.T, path string) {
+			target := filepath.Join(filepath.Dir(path), "real-keys.json")
+			if err := (&access.Keyring{}).Save(target); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(target, path); err != nil {
+				t.Fatal(err)
+			}
+		}, "symbolic link"},
+		{"owned by another uid", true, func(t *testing.T, path string) {
+			if err := (&access.Keyring{}).Save(path); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(path, otherUID, otherUID); err != nil {
+				t.Fatal(err)
+			}
+		}, "owned by uid 65534"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.root && os.Geteuid() != 0 {
+				t.Skip("giving the keys file to another uid needs root")
+			}
+			d := start(t, setup{tcp: true})
+			keysFile := filepath.Join(d.Dir, "keys.json")
+			if err := os.Remove(keysFile); err != nil {
+				t.Fatal(err)
+			}
+			tt.plant(t, keysFile)
+
+			r := do(t, d.client(false), d.url(false, "/api/v1/reload"), request{method: "POST"})
+			if r.status != http.StatusBadRequest || !strings.Contains(r.body, keysFile) || !strings.Contains(r.body, tt.reason) {
+				t.Errorf("reload = %d %s, want 400 naming %s and %q", r.status, r.body, keysFile, tt.reason)
+			}
+			if r := do(t, d.client(true), d.url(true, "/api/v1/sessions"), request{header: bearer(d.keys.read)}); r.status != s200 {
+				t.Errorf("the read key after a refused reload = %d %s, want 200", r.status, r.body)
+			}
+			refusals := strings.Count(d.Stderr(), "reload refused")
+			d.Signal(t, syscall.SIGHUP)
+			eventually(t, wait, "the daemon to log the refused reload", func() bool { return strings.Count(d.Stderr(), "reload refused") > refusals })
+			d.Signal(t, syscall.SIGTERM)
+			if err := d.Wait(t, wait); err != nil {
+				t.Errorf("SIGTERM after the refused reloads: %v, want a clean exit", err)
+			}
+
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "config.toml"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			second := daemontest.Start(t, daemontest.Options{Dir: dir, NoWait: true, Args: []string{"--keys-file", keysFile}})
+			if err := second.Wait(t, wait); err == nil {
+				t.Fatal("the daemon started on it")
+			}
+			if log := second.Stderr(); !strings.Contains(log, keysFile) || !strings.Contains(log, tt.reason) {
+				t.Errorf("the refusal does not name %s and %q:\n%s", keysFile, tt.reason, log)
+			}
+		})
+	}
 }
