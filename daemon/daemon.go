@@ -232,12 +232,21 @@ func (d *Daemon) baseHandlerOptions(cfg Config, auth *ipc.Auth) ipc.Options {
 		Keepalive:      cfg.Keepalive,
 		Reload:         d.reloadRequest,
 		Version:        d.opts.Version,
+		KeysFile:       absPath(cfg.KeysFile),
 		Logger:         d.log,
 		Caps: wire.Limits{
 			RingSize: cfg.RingSize, RingMaxBytes: cfg.RingMaxBytes, MaxQueued: cfg.MaxQueued,
 			MaxQueuedBytes: cfg.MaxQueuedBytes, MaxSubscribers: cfg.MaxSubscribers, MaxSessions: cfg.MaxSessions,
 		},
 	}
+}
+
+// absPath returns p made absolute, or p when that fails.
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }
 
 // listen returns the listeners to serve: inherited ones under socket

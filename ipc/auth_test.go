@@ -799,3 +799,37 @@ func TestSlowRequestBodyIsCutWith408(t *testing.T) {
 	}
 	ts.Client().CloseIdleConnections()
 }
+
+func TestCapsReportTheKeysFileToAdminOnly(t *testing.T) {
+	f := newRouteFixture(t, nil, func(o *Options) { o.KeysFile = "/var/lib/localbus/keys.json" })
+	tests := []struct {
+		name  string
+		via   via
+		hdr   []string
+		admin bool
+	}{
+		{"tcp without a key", viaTCP, nil, false},
+		{"tcp read key", viaTCP, []string{"Authorization", "Bearer " + f.keys.read}, false},
+		{"tcp admin key", viaTCP, []string{"Authorization", "Bearer " + f.keys.admin}, true},
+		{"root on the socket", viaRoot, nil, true},
+		{"the daemon's user on the socket", viaOwner, nil, true},
+		{"another user on the socket", viaOther, nil, false},
+		{"another user with an admin key", viaOther, []string{"Authorization", "Bearer " + f.keys.admin}, true},
+	}
+	for _, tt := range tests {
+		w := f.do(t, tt.via, http.MethodGet, "/api/v1/caps", "", tt.hdr...)
+		if w.Code != http.StatusOK {
+			t.Fatalf("%s: caps = %d %s", tt.name, w.Code, w.Body)
+		}
+		var caps wire.Caps
+		if err := json.Unmarshal(w.Body.Bytes(), &caps); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case tt.admin && (caps.Admin == nil || caps.Admin.KeysFile != "/var/lib/localbus/keys.json"):
+			t.Errorf("%s: caps admin = %+v, want the keys file", tt.name, caps.Admin)
+		case !tt.admin && (caps.Admin != nil || strings.Contains(w.Body.String(), "keys.json")):
+			t.Errorf("%s: caps = %s, want no admin part", tt.name, w.Body)
+		}
+	}
+}

@@ -70,6 +70,9 @@ type Options struct {
 	Reload func(context.Context) error
 	// Version is reported by /api/v1/caps.
 	Version string
+	// KeysFile is the keys file's absolute path, which /api/v1/caps
+	// reports to admin callers only; "" reports nothing.
+	KeysFile string
 	// Caps are the limits /api/v1/caps reports.
 	Caps wire.Limits
 	// Logger receives the router's log lines; nil means slog.Default().

@@ -15,7 +15,11 @@ var Features = []string{
 
 func (h *Handler) serveCaps(w http.ResponseWriter, r *http.Request, c Caller) {
 	o := h.options()
-	writeJSON(w, http.StatusOK, wire.Caps{Version: o.Version, SchemaVersion: bus.SchemaVersion, Features: Features, Limits: o.Caps})
+	caps := wire.Caps{Version: o.Version, SchemaVersion: bus.SchemaVersion, Features: Features, Limits: o.Caps}
+	if c.Authenticated && c.Scopes.CanAdmin() && o.KeysFile != "" {
+		caps.Admin = &wire.AdminCaps{KeysFile: o.KeysFile}
+	}
+	writeJSON(w, http.StatusOK, caps)
 }
 
 func (h *Handler) serveHealthz(w http.ResponseWriter, r *http.Request, c Caller) {

@@ -87,10 +87,7 @@ func newKeysEnv(t *testing.T) keysEnv {
 
 func (e keysEnv) run(t *testing.T, sub string, args ...string) cliResult {
 	t.Helper()
-	full := []string{"keys", sub, "--keys-file", e.file}
-	if sub != "list" {
-		full = append(full, "--socket", e.socket)
-	}
+	full := []string{"keys", sub, "--keys-file", e.file, "--socket", e.socket}
 	return runCLI(t, append(full, args...)...)
 }
 
@@ -248,7 +245,7 @@ func TestKeysRevokeRemovesTheKey(t *testing.T) {
 	if _, ok := ring.Lookup(kept); !ok {
 		t.Error("the other key no longer matches")
 	}
-	if r := e.run(t, "revoke", "gone"); r.code != exitUsage || !strings.Contains(r.stderr, "no key with that name") {
+	if r := e.run(t, "revoke", "gone"); r.code != exitUsage || !strings.Contains(r.stderr, `no key named "gone" in `+e.file) {
 		t.Errorf("revoking it again = exit %d, stderr %q; want 1 and \"no key with that name\"", r.code, r.stderr)
 	}
 }
@@ -272,7 +269,7 @@ func TestKeysRefusesBadInputAndLeavesTheFile(t *testing.T) {
 		{"argument to list", "list", []string{"extra"}, "no arguments"},
 		{"revoke without name", "revoke", nil, "one argument"},
 		{"revoke two names", "revoke", []string{"a", "b"}, "one argument"},
-		{"revoke unknown", "revoke", []string{"nobody"}, "no key with that name"},
+		{"revoke unknown", "revoke", []string{"nobody"}, "no key named \"nobody\""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -198,7 +198,9 @@ func parseKeys(data []byte) ([]record, error) {
 // Save writes the keyring to path atomically: it writes a temporary file
 // with mode 0600 in the same directory, syncs it, and renames it over path,
 // so a reader sees the old file or the new one, never a mix. A missing
-// parent directory is created with mode 0700.
+// parent directory is created with mode 0700. Run as root, Save keeps the
+// owner of the file it replaces (or gives a new file the owner of its
+// directory), so a daemon running as its own user can still read it.
 func (k *Keyring) Save(path string) error {
 	k.mu.RLock()
 	recs := k.recs
@@ -230,6 +232,9 @@ func (k *Keyring) Save(path string) error {
 	}()
 	// CreateTemp already uses 0600; Chmod makes it independent of that detail.
 	if err := tmp.Chmod(0o600); err != nil {
+		return fmt.Errorf("access: keys file: %w", err)
+	}
+	if err := keepOwner(tmp, path, dir); err != nil {
 		return fmt.Errorf("access: keys file: %w", err)
 	}
 	if _, err := tmp.Write(data); err != nil {

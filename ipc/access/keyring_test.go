@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -392,5 +393,56 @@ func TestKeyringConcurrentUse(t *testing.T) {
 	wg.Wait()
 	if got, want := kr.Len(), 1+4*10; got != want {
 		t.Errorf("Len() = %d, want %d", got, want)
+	}
+}
+
+func TestSaveAsRootKeepsTheOwnerOfTheFile(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to own files as another user")
+	}
+	const daemonUID = 65534
+	dir := t.TempDir()
+	path := filepath.Join(dir, "keys.json")
+	ring, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ring.Add("first", []Scope{Read}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ring.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(path, daemonUID, daemonUID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ring.Add("second", []Scope{Read}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ring.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != daemonUID || fi.Mode().Perm() != 0o600 {
+		t.Errorf("after Save the keys file is uid %d mode %v, want uid %d mode 0600", st.Uid, fi.Mode().Perm(), daemonUID)
+	}
+
+	// A new file in a directory that belongs to the daemon belongs to it too.
+	own := filepath.Join(dir, "state")
+	if err := os.Mkdir(own, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(own, daemonUID, daemonUID); err != nil {
+		t.Fatal(err)
+	}
+	fresh := filepath.Join(own, "keys.json")
+	if err := ring.Save(fresh); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(fresh); err != nil || fi.Sys().(*syscall.Stat_t).Uid != daemonUID {
+		t.Errorf("a new keys file in the daemon's directory: %v, %v; want it owned by uid %d", fi, err, daemonUID)
 	}
 }

@@ -3,6 +3,7 @@ package access
 import (
 	"fmt"
 	"net"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,4 +27,24 @@ func peerCred(uc *net.UnixConn) (Peer, error) {
 		return Peer{}, fmt.Errorf("access: peer credentials: %w", err)
 	}
 	return Peer{UID: cred.Uid, GID: cred.Gid, PID: cred.Pid}, nil
+}
+
+// keepOwner gives the file f the owner of the file at path, or, when there
+// is none, of the directory dir, when the caller is root and that owner is
+// another user: root editing the keys file of a daemon that runs as its own
+// user must not leave a file that daemon cannot read.
+func keepOwner(f *os.File, path, dir string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		if err := unix.Stat(dir, &st); err != nil {
+			return nil
+		}
+	}
+	if st.Uid == 0 {
+		return nil
+	}
+	return f.Chown(int(st.Uid), int(st.Gid))
 }

@@ -91,6 +91,15 @@ type Caps struct {
 	SchemaVersion int      `json:"schemaVersion"`
 	Features      []string `json:"features"`
 	Limits        Limits   `json:"limits"`
+	// Admin is shown to admin callers only.
+	Admin *AdminCaps `json:"admin,omitempty"`
+}
+
+// AdminCaps is what Caps tells an admin caller about the daemon's files,
+// so that "localbus keys" edits the keys file this daemon reads.
+type AdminCaps struct {
+	// KeysFile is the absolute path of the keys file (keys_file).
+	KeysFile string `json:"keysFile"`
 }
 
 // Limits are the figures Caps reports to clients.
