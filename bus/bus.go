@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"slices"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Defaults of the SPEC (§2.1, §2.2, §10).
@@ -374,6 +376,17 @@ func (b *Bus) remove(s *Subscription) {
 type SubscribeOptions struct {
 	// Cursor is the last id the client received; nil means live only.
 	Cursor *uint64
+	// Since, when not zero and Cursor is nil, starts the stream at the
+	// first retained event published at or after Since (to the
+	// millisecond of the envelope's timestamp): the bus turns it into the
+	// cursor just before that event, found by binary search over the
+	// retained events, which are in time order as long as the clock does
+	// not step back. When every retained event is that recent and older
+	// ones were evicted, the ring may not reach back so far: the cursor is
+	// 0, so the client gets a stream:gap (ring_evicted) and the whole ring.
+	// When no retained event is that recent, the stream is live from
+	// lastId. Epoch is ignored: a time belongs to no id sequence.
+	Since time.Time
 	// CursorIgnored reports that the client sent a malformed Last-Event-ID
 	// that was ignored; with no Cursor, stream:ready then shows cursor null.
 	CursorIgnored bool
@@ -452,6 +465,10 @@ func (b *Bus) Subscribe(ctx context.Context, opts SubscribeOptions) (*Subscripti
 // openLocked queues stream:ready and the resume frames. b.mu and s.mu must
 // be held.
 func (b *Bus) openLocked(s *Subscription, opts SubscribeOptions) {
+	if opts.Cursor == nil && !opts.Since.IsZero() {
+		c := b.cursorAtLocked(opts.Since)
+		opts.Cursor, opts.Epoch = &c, ""
+	}
 	earliest := b.store.Earliest()
 	ready := ReadyData{LastID: b.lastID, EarliestID: nullable(earliest), Epoch: b.epoch, MaxQueued: s.maxQueued}
 	if f := opts.Filter; f != nil {
@@ -500,6 +517,32 @@ func (b *Bus) openLocked(s *Subscription, opts SubscribeOptions) {
 	})
 	b.stats.replayed.Add(uint64(count))
 	s.pushForcedLocked(reservedFrame(TypeReplayed, s.session, ReplayedData{ReplayedCount: count, LastReplayedEventID: nullable(lastReplayed)}))
+}
+
+// cursorAtLocked returns the cursor that starts a replay at the first
+// retained event published at or after t (SubscribeOptions.Since). b.mu
+// must be held.
+func (b *Bus) cursorAtLocked(t time.Time) uint64 {
+	t = t.Truncate(time.Millisecond)
+	earliest, n := b.store.Earliest(), b.store.Len()
+	if earliest == 0 || n == 0 {
+		return 0
+	}
+	before := func(id uint64) bool {
+		var ts time.Time
+		b.store.Scan(id, func(f *Frame) bool {
+			ts = f.Time()
+			return false
+		})
+		return ts.Before(t)
+	}
+	if !before(earliest) {
+		return 0
+	}
+	// Every id in [earliest, earliest+i) is before t; find the first that
+	// is not.
+	i := sort.Search(n, func(i int) bool { return !before(earliest + uint64(i)) })
+	return earliest + uint64(i) - 1
 }
 
 func nullable(id uint64) *uint64 {

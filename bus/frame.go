@@ -50,6 +50,31 @@ func (f *Frame) JSON() []byte { return f.sse[f.jsonStart : len(f.sse)-2] }
 // byte limits count.
 func (f *Frame) Size() int { return len(f.sse) }
 
+// Time returns the frame's publish time, from its envelope's timestamp
+// (to the millisecond); the zero time if it has none.
+func (f *Frame) Time() time.Time {
+	j := f.JSON()
+	// The envelope's own timestamp is its last "timestamp" key: only the
+	// originator, a JSON string, may follow it, and the data before it
+	// cannot end the search early when searching from the end.
+	i := bytes.LastIndex(j, timestampKey)
+	if i < 0 {
+		return time.Time{}
+	}
+	rest := j[i+len(timestampKey):]
+	end := bytes.IndexByte(rest, '"')
+	if end < 0 {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(rest[:end]))
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+var timestampKey = []byte(`"timestamp":"`)
+
 // Reserved reports whether the frame is a stream:* frame (it has no id).
 func (f *Frame) Reserved() bool { return f.ID == 0 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 	"unicode/utf8"
 )
 
@@ -213,4 +214,17 @@ func ValidateEvent(ev *Event) error {
 		return inputError("data", "", "not valid JSON")
 	}
 	return nil
+}
+
+// ParseSinceTime parses a resume-by-time point: an RFC 3339 time
+// ("2026-12-01T20:00:00Z", fractions allowed) or a positive Go duration
+// ("10m", "1h30m") that means that long before now.
+func ParseSinceTime(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, inputError("sinceTime", s, "want an RFC 3339 time (2026-12-01T20:00:00Z) or a positive duration (10m)")
 }

@@ -51,6 +51,18 @@ func (h *Handler) parseStreamParams(r *http.Request, family string) (bus.Subscri
 		}
 		opts.Cursor = &c
 	}
+	if s, ok, err := one(wire.ParamSinceTime); err != nil {
+		return opts, err
+	} else if ok {
+		if opts.Cursor != nil {
+			return opts, errorf(http.StatusBadRequest, wire.CodeInvalidSinceTime, "give since or sinceTime, not both")
+		}
+		t, err := bus.ParseSinceTime(s, time.Now())
+		if err != nil {
+			return opts, errorf(http.StatusBadRequest, wire.CodeInvalidSinceTime, "sinceTime: %s", inputReason(err))
+		}
+		opts.Since = t
+	}
 	if s, ok, err := one(wire.ParamMaxQueued); err != nil {
 		return opts, err
 	} else if ok {

@@ -9,6 +9,7 @@ const (
 	CodeInvalidType       = "invalid_type"
 	CodeInvalidSession    = "invalid_session"
 	CodeInvalidSince      = "invalid_since"
+	CodeInvalidSinceTime  = "invalid_sinceTime"
 	CodeInvalidMaxQueued  = "invalid_maxQueued"
 	CodeInvalidTypes      = "invalid_types"
 	CodeInvalidFamily     = "invalid_family"

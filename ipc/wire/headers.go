@@ -29,6 +29,10 @@ const (
 const (
 	// ParamSince is a stream's resume cursor: an event id, or "now".
 	ParamSince = "since"
+	// ParamSinceTime starts a stream at the first event published at or
+	// after a time (RFC 3339) or a duration ago ("10m"); the header
+	// Last-Event-ID wins over it.
+	ParamSinceTime = "sinceTime"
 	// ParamTypes is a stream's type filter: comma-separated types or
 	// family:* patterns.
 	ParamTypes = "types"
