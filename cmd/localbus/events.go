@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
+	"text/template"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -17,11 +21,19 @@ func eventsCommand() *cli.Command {
 	cmd := clientCommand(&cli.Command{
 		Name:      "events",
 		Usage:     "follow a stream of events",
-		UsageText: "localbus events [--session ID | --family F] [--types T,T] [--since N] [--transport sse|ws] [--raw] [--count N] [--timeout D]",
+		UsageText: "localbus events [--session ID | --family F] [--types T,T] [--since N|10m|TIME] [--transport sse|ws] [--raw | --format TEMPLATE] [--count N] [--timeout D]",
 		Description: "Prints the events of a session (--session), of one family across all sessions\n" +
 			"(--family), or of the whole daemon (neither; needs admin), as they are published.\n" +
-			"Each line is ID  TYPE  DATA (ID  SESSION  TYPE  DATA without --session); --raw\n" +
-			"prints each event's JSON envelope on one line instead.\n" +
+			"Each line is TIME  SESSION  ID  TYPE  DATA, the time local, in aligned columns; --raw\n" +
+			"prints each event's JSON envelope on one line instead, and --format a Go template\n" +
+			"over the envelope: {{.ID}} {{.Type}} {{.Session}} {{.Seq}} {{.Data}} (JSON text)\n" +
+			"{{.Timestamp}} (as sent, UTC) {{.Time}} (local, a time.Time: {{.Time.Format \"15:04\"}})\n" +
+			"{{.Originator}}; {{json .}} prints the envelope, {{json .Data}} the data.\n" +
+			"\n" +
+			"--since takes an event id (0 replays everything the daemon still holds), a duration\n" +
+			"(10m: what was published in the last ten minutes) or an RFC 3339 time\n" +
+			"(2026-12-01T20:00:00+01:00); a time the daemon's ring no longer reaches back to is\n" +
+			"reported as a gap.\n" +
 			"\n" +
 			"It follows the stream until interrupted: when the daemon reloads, restarts or drops\n" +
 			"a reader that fell behind, it reconnects and resumes after the last event it\n" +
@@ -38,15 +50,17 @@ func eventsCommand() *cli.Command {
 			"Examples:\n" +
 			"  localbus events --session build-17\n" +
 			"  localbus events --session build-17 --types 'build:*' --since 0 --raw\n" +
+			"  localbus events --family build --since 1h --format '{{.Time.Format \"15:04:05\"}} {{.Type}}'\n" +
 			"  localbus events --session build-17 --types build:done --count 1 --timeout 10m --wait",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "session", Aliases: []string{"s"}, Usage: "follow the session `ID`"},
 			&cli.StringFlag{Name: "family", Aliases: []string{"f"}, Usage: "follow family `F` of every session (e.g. build)"},
 			&cli.StringSliceFlag{Name: "types", Aliases: []string{"t"}, Usage: "only these event types; `T` is exact (build:done) or a whole family (build:*); comma-separated or repeated"},
-			&cli.StringFlag{Name: "since", Usage: "start after event id `N`: 0 replays everything the daemon still holds; default: only new events"},
+			&cli.StringFlag{Name: "since", Usage: "start after event id `N` (0: everything the daemon still holds), or at what was published since a duration ago (10m) or an RFC 3339 time; default: only new events"},
 			&cli.StringFlag{Name: "epoch", Usage: "the `EPOCH` --since belongs to (from an earlier stream), so a restarted id sequence is reported"},
 			&cli.StringFlag{Name: "transport", Value: "sse", Usage: "`NAME`: sse (Server-Sent Events) or ws (WebSocket)"},
 			&cli.BoolFlag{Name: "raw", Aliases: []string{"json"}, Usage: "print each event's JSON envelope on one line"},
+			&cli.StringFlag{Name: "format", Usage: "print each event with the Go `TEMPLATE` (see above)"},
 			&cli.IntFlag{Name: "count", Aliases: []string{"n"}, Usage: "exit after `N` events", DefaultText: "follow until interrupted"},
 			&cli.DurationFlag{Name: "timeout", Usage: "stop after `D` (e.g. 30s, 5m)", DefaultText: "none"},
 			&cli.BoolFlag{Name: "wait", Usage: "wait for the --session to be created instead of exiting 4 when it does not exist"},
@@ -79,11 +93,24 @@ func runEvents(c *cli.Context) error {
 		return usagef(c, "--transport must be sse or ws, not %q", opts.Transport)
 	}
 	if c.IsSet("since") {
-		n, err := bus.ParseCursor(c.String("since"))
-		if err != nil {
-			return usagef(c, "--since must be an event id (0 or more), not %q", c.String("since"))
+		since := c.String("since")
+		if n, err := bus.ParseCursor(since); err == nil {
+			opts.Since = &n
+		} else if t, err := bus.ParseSinceTime(since, time.Now()); err == nil {
+			opts.SinceTime = t
+		} else {
+			return usagef(c, "--since must be an event id (0 or more), a duration (10m) or an RFC 3339 time (2026-12-01T20:00:00Z), not %q", since)
 		}
-		opts.Since = &n
+	}
+	var tmpl *template.Template
+	if c.IsSet("format") {
+		if c.Bool("raw") {
+			return usagef(c, "give --raw or --format, not both")
+		}
+		var err error
+		if tmpl, err = parseFormat(c.String("format")); err != nil {
+			return usagef(c, "--format: %v", err)
+		}
 	}
 	count := c.Int("count")
 	if count < 0 {
@@ -102,7 +129,7 @@ func runEvents(c *cli.Context) error {
 	}
 	f := &follower{
 		out: c.App.Writer, errw: c.App.ErrWriter,
-		raw: c.Bool("raw"), showSession: opts.Session == "",
+		raw: c.Bool("raw"), format: tmpl,
 		session: opts.Session,
 	}
 	opts.OnRetry = f.retrying
@@ -119,7 +146,7 @@ func runEvents(c *cli.Context) error {
 		return nil
 	case c.Context.Err() != nil:
 		return nil // interrupted: not an error
-	case errors.Is(err, errOutput):
+	case errors.Is(err, errOutput), errors.As(err, new(exitError)):
 		return err
 	case ctx.Err() != nil:
 		if count > 0 {
@@ -133,12 +160,13 @@ func runEvents(c *cli.Context) error {
 // A follower prints a stream: events on out, what happens to the stream
 // on errw.
 type follower struct {
-	out, errw   io.Writer
-	raw         bool
-	showSession bool // the stream spans sessions
-	session     string
-	events      int
-	readies     int
+	out, errw io.Writer
+	raw       bool
+	format    *template.Template // nil: columns
+	cols      columns
+	session   string
+	events    int
+	readies   int
 }
 
 // follow prints frames until count events (0: forever) or an error.
@@ -160,6 +188,10 @@ func (f *follower) follow(ctx context.Context, st *client.Stream, count int) err
 	return nil
 }
 
+// idWidth is the least width of the id column, right-aligned, so that the
+// columns after it stay put as ids grow.
+const idWidth = 6
+
 // errOutput marks a failure to write the output (a closed pipe): the
 // reader went away, so the command ends quietly with exit 1.
 var errOutput = errors.New("cannot write the output")
@@ -169,14 +201,25 @@ func (f *follower) print(fr client.Frame) error {
 	switch {
 	case f.raw:
 		_, err = fmt.Fprintf(f.out, "%s\n", fr.Raw)
-	case f.showSession:
+	case f.format != nil:
+		var b bytes.Buffer
+		if err := f.format.Execute(&b, newTemplateEvent(fr)); err != nil {
+			return exitError{exitUsage, fmt.Errorf("--format: %v", err)}
+		}
+		if b.Len() == 0 || b.Bytes()[b.Len()-1] != '\n' {
+			b.WriteByte('\n')
+		}
+		_, err = f.out.Write(b.Bytes())
+	default:
 		session := fr.Session
 		if session == "" {
 			session = "-" // the daemon's own localbus:* events
 		}
-		_, err = fmt.Fprintf(f.out, "%d  %s  %s  %s\n", fr.ID, session, fr.Type, fr.Data)
-	default:
-		_, err = fmt.Fprintf(f.out, "%d  %s  %s\n", fr.ID, fr.Type, fr.Data)
+		id := strconv.FormatUint(fr.ID, 10)
+		if len(id) < idWidth {
+			id = strings.Repeat(" ", idWidth-len(id)) + id
+		}
+		_, err = io.WriteString(f.out, f.cols.line(localTime(fr.Timestamp), session, id, fr.Type, string(fr.Data)))
 	}
 	if err != nil {
 		return fmt.Errorf("%w: %v", errOutput, err)

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/daemon/daemontest"
@@ -59,18 +60,100 @@ func TestEventsCountRawPrintsExactlyNEnvelopes(t *testing.T) {
 	})
 }
 
-func TestEventsPrintsIDTypeDataForPeople(t *testing.T) {
+// peopleLine is a line of localbus events for people: local time,
+// session, id, type, data.
+var peopleLine = regexp.MustCompile(`^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3})  (\S+) *   *(\d+)  (\S+) *  (.*)$`)
+
+func TestEventsPrintsTimeSessionIDTypeDataInAlignedColumns(t *testing.T) {
 	t.Parallel()
 	d := daemontest.Start(t, daemontest.Options{})
 	c := apiClient(t, d)
 	publishData(t, c, "s", "build:step", 7, 7)
-	r := runBin(t, "", "events", "--socket", d.Socket, "--session", "s", "--since", "0", "--count", "1")
-	if r.code != 0 || r.stdout != "1  build:step  7\n" {
-		t.Errorf("exit %d, stdout %q; want 0 and %q", r.code, r.stdout, "1  build:step  7\n")
+	publishData(t, c, "a-longer-session", "build:a-much-longer-type", 8, 15)
+	publishData(t, c, "s", "build:step", 16, 16)
+
+	r := runBin(t, "", "events", "--socket", d.Socket, "--session", "s", "--since", "0", "--count", "2")
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	if r.code != 0 || len(lines) != 2 {
+		t.Fatalf("exit %d, stdout %q; want 2 lines", r.code, r.stdout)
 	}
-	r = runBin(t, "", "events", "--socket", d.Socket, "--family", "build", "--since", "0", "--count", "1")
-	if r.code != 0 || !regexp.MustCompile(`^\d+  s  build:step  7\n$`).MatchString(r.stdout) {
-		t.Errorf("family stream: exit %d, stdout %q; want ID  SESSION  TYPE  DATA", r.code, r.stdout)
+	m := peopleLine.FindStringSubmatch(lines[0])
+	if m == nil || m[2] != "s" || m[3] != "1" || m[4] != "build:step" || m[5] != "7" {
+		t.Fatalf("line %q, want TIME  s  1  build:step  7", lines[0])
+	}
+	when, err := time.ParseInLocation("2006-01-02 15:04:05.000", m[1], time.Local)
+	if err != nil || time.Since(when) > time.Hour || time.Since(when) < -time.Minute {
+		t.Errorf("time %q (%v) is not the local time of a moment ago", m[1], err)
+	}
+
+	// Across sessions: each column starts where it started on the lines
+	// above, however long the values before it.
+	r = runBin(t, "", "events", "--socket", d.Socket, "--family", "build", "--since", "0", "--count", "10")
+	lines = strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	if r.code != 0 || len(lines) != 10 {
+		t.Fatalf("family stream: exit %d, stdout %q; want 10 lines", r.code, r.stdout)
+	}
+	dataCol := strings.Index(lines[1], "  8")
+	for i, l := range lines {
+		m := peopleLine.FindStringSubmatch(l)
+		if m == nil {
+			t.Fatalf("line %q is not TIME  SESSION  ID  TYPE  DATA", l)
+		}
+		if i >= 1 && strings.LastIndex(l, "  ")+2 != dataCol+2 {
+			t.Errorf("line %d %q: data starts at column %d, want %d (aligned with the line above)", i+1, l, strings.LastIndex(l, "  ")+2, dataCol+2)
+		}
+	}
+}
+
+func TestEventsFormatIsAGoTemplateOverTheEnvelope(t *testing.T) {
+	t.Parallel()
+	d := daemontest.Start(t, daemontest.Options{})
+	c := apiClient(t, d)
+	publishData(t, c, "s", "build:step", 7, 7)
+	r := runBin(t, "", "events", "--socket", d.Socket, "--session", "s", "--since", "0", "--count", "1",
+		"--format", `{{.ID}} {{.Session}} {{upper .Type}} {{.Data}} {{json .Data}} {{.Time.Format "2006"}} {{.Timestamp}}`)
+	want := regexp.MustCompile(`^1 s BUILD:STEP 7 7 \d{4} \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\n$`)
+	if r.code != 0 || !want.MatchString(r.stdout) {
+		t.Errorf("--format: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = runBin(t, "", "events", "--socket", d.Socket, "--session", "s", "--since", "0", "--count", "1", "--format", `{{json .}}`)
+	var env bus.Envelope
+	if err := json.Unmarshal([]byte(r.stdout), &env); r.code != 0 || err != nil || env.ID != 1 || string(env.Data) != "7" {
+		t.Errorf("--format '{{json .}}': exit %d, stdout %q (%v); want the envelope", r.code, r.stdout, err)
+	}
+	for _, bad := range []string{`{{.Nope}`, `{{.Nope}}`} {
+		r := runBin(t, "", "events", "--socket", d.Socket, "--session", "s", "--since", "0", "--count", "1", "--format", bad)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "--format") {
+			t.Errorf("--format %q: exit %d, stderr %q; want 1 and the template's error", bad, r.code, r.stderr)
+		}
+	}
+}
+
+func TestEventsSinceTakesADurationOrATime(t *testing.T) {
+	t.Parallel()
+	d := daemontest.Start(t, daemontest.Options{Args: []string{"--ring-size", "3"}})
+	c := apiClient(t, d)
+	publishData(t, c, "old", "build:step", 1, 2)
+	mark := time.Now()
+	for !time.Now().After(mark.Add(2 * time.Millisecond)) {
+		time.Sleep(time.Millisecond) // waiting for the clock to move past mark, not for another process
+	}
+	publishData(t, c, "old", "build:step", 3, 4)
+
+	// Events 3 and 4 were published after mark, 1 and 2 before.
+	since := mark.Add(time.Millisecond).Format(time.RFC3339Nano)
+	r := runBin(t, "", "events", "--socket", d.Socket, "--session", "old", "--since", since, "--count", "2", "--format", "{{.Data}}")
+	if r.code != 0 || r.stdout != "3\n4\n" || r.stderr != "" {
+		t.Errorf("--since %s: exit %d, stdout %q, stderr %q; want 3 and 4", since, r.code, r.stdout, r.stderr)
+	}
+	// An hour ago: before everything, but the ring (3 events) has lost
+	// event 1, which may have been that recent: a gap, then what is left.
+	r = runBin(t, "", "events", "--socket", d.Socket, "--session", "old", "--since", "1h", "--count", "3", "--format", "{{.Data}}")
+	if r.code != 0 || r.stdout != "2\n3\n4\n" || !strings.Contains(r.stderr, "missed") && !strings.Contains(r.stderr, "gap") {
+		t.Errorf("--since 1h: exit %d, stdout %q, stderr %q; want a gap reported, then 2, 3 and 4", r.code, r.stdout, r.stderr)
+	}
+	if r := runBin(t, "", "events", "--socket", d.Socket, "--session", "old", "--since", "yesterday"); r.code != exitUsage || !strings.Contains(r.stderr, "a duration (10m) or an RFC 3339 time") {
+		t.Errorf("--since yesterday: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
 
@@ -288,7 +371,7 @@ func TestEventsWaitsForASessionNotCreatedYet(t *testing.T) {
 	publishData(t, c, "later", "build:step", 1, 2)
 	publishData(t, c, "later", "build:done", 3, 3)
 	lines, code := p.drainExit(t)
-	if code != 0 || len(lines) != 1 || lines[0] != "3  build:done  3" {
+	if m := peopleLine.FindStringSubmatch(strings.Join(lines, "\n")); code != 0 || len(lines) != 1 || m == nil || m[3] != "3" || m[4] != "build:done" {
 		t.Errorf("exit %d, stdout %q; want 0 and the build:done event", code, lines)
 	}
 }

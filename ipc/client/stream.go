@@ -40,6 +40,11 @@ type StreamOptions struct {
 	// Since is the resume point: the id of the last event already received.
 	// nil starts live, after the bus's last id; 0 replays the whole ring.
 	Since *uint64
+	// SinceTime, when not zero and Since is nil, starts the stream at the
+	// first event the daemon still holds that was published at or after
+	// it (?sinceTime=), with a stream:gap when its ring does not reach
+	// back so far. Reconnections resume from the last id, as always.
+	SinceTime time.Time
 	// Epoch is the epoch Since belongs to, as stream:ready reported it;
 	// with it a bus whose id sequence restarted is reported as a gap even
 	// when the ids overlap. "" sends none.
@@ -165,6 +170,10 @@ func (c *Client) Stream(ctx context.Context, opts StreamOptions) (*Stream, error
 	}
 	if opts.Since != nil {
 		s.cursor, s.hasCursor, s.epoch = *opts.Since, true, opts.Epoch
+	} else if !opts.SinceTime.IsZero() {
+		// Sent on every connection; the daemon lets the Last-Event-ID of a
+		// reconnection win over it.
+		s.query.Set("sinceTime", opts.SinceTime.UTC().Format(time.RFC3339Nano))
 	}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	if err := s.connect(ctx); err != nil {
