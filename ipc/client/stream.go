@@ -173,7 +173,7 @@ func (c *Client) Stream(ctx context.Context, opts StreamOptions) (*Stream, error
 	} else if !opts.SinceTime.IsZero() {
 		// Sent on every connection; the daemon lets the Last-Event-ID of a
 		// reconnection win over it.
-		s.query.Set("sinceTime", opts.SinceTime.UTC().Format(time.RFC3339Nano))
+		s.query.Set(wire.ParamSinceTime, opts.SinceTime.UTC().Format(time.RFC3339Nano))
 	}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	if err := s.connect(ctx); err != nil {
