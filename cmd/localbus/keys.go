@@ -227,11 +227,28 @@ func keysAdd(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w (in %s)", err, t.path)
 	}
+	_, statErr := os.Lstat(t.path)
+	existed := statErr == nil
 	if err := ring.Save(t.path); err != nil {
 		return err
 	}
+	// undo takes the key back out of the file, or removes a file this
+	// command created, and lets the daemon read it again.
+	undo := func() {
+		if !existed {
+			os.Remove(t.path)
+		} else if ring.Revoke(name) == nil {
+			ring.Save(t.path)
+		}
+		reloadQuietly(c, t)
+	}
 	w := c.App.ErrWriter
-	if reloadAfterChange(c, t) {
+	reloaded, refusal := reloadAfterChange(c, t)
+	if refusal != "" {
+		undo()
+		return exitError{exitUsage, fmt.Errorf("the daemon on %s cannot load its keys with the new key (%s); the key was taken back out of %s", t.socket, refusal, t.path)}
+	}
+	if reloaded {
 		// The daemon reloaded: it must now accept the key. If it does not,
 		// take the key back rather than hand out one that does not work.
 		if accepted, status, err := keyAccepted(c.Context, t.socket, key); err != nil || !accepted {
@@ -239,11 +256,7 @@ func keysAdd(c *cli.Context) error {
 			if err != nil {
 				why = rootCause(err).Error()
 			}
-			if rerr := ring.Revoke(name); rerr == nil {
-				if serr := ring.Save(t.path); serr == nil {
-					reloadQuietly(c, t)
-				}
-			}
+			undo()
 			return exitError{exitUsage, fmt.Errorf("the daemon on %s reloaded but does not accept the new key (%s); the key was taken back out of %s", t.socket, why, t.path)}
 		}
 		fmt.Fprintf(w, "added key %q with scopes %s to %s; the daemon on %s accepts it; it is shown only this once\n",
@@ -305,16 +318,20 @@ func keysRevoke(c *cli.Context) error {
 		return err
 	}
 	fmt.Fprintf(c.App.ErrWriter, "revoked key %q in %s\n", name, t.path)
-	reloadAfterChange(c, t)
+	if _, refusal := reloadAfterChange(c, t); refusal != "" {
+		return exitError{exitUsage, fmt.Errorf("the daemon on %s cannot load its keys file (%s); it keeps its old keys, the key %q included, until it loads the file", t.socket, refusal, name)}
+	}
 	return nil
 }
 
 // reloadAfterChange asks the daemon on the target's socket to reload, so a
 // change of the keys file takes effect, says on stderr what happened, and
-// reports whether the daemon reloaded. None of the other outcomes is an
-// error: the keys file is already saved, and a script must not lose a key
-// to a failed exit.
-func reloadAfterChange(c *cli.Context, t keysTarget) bool {
+// reports whether the daemon reloaded. refusal is the daemon's message when
+// it could not load the changed configuration (400), which the caller
+// reports as its error. The other outcomes are warnings: the keys file is
+// saved and a daemon that could not be asked, or may not be asked by this
+// caller, reads it when it next reloads.
+func reloadAfterChange(c *cli.Context, t keysTarget) (reloaded bool, refusal string) {
 	socket := t.socket
 	w := c.App.ErrWriter
 	status, msg, err := requestReload(c.Context, socket, c.String("key"))
@@ -327,16 +344,18 @@ func reloadAfterChange(c *cli.Context, t keysTarget) bool {
 		fmt.Fprintf(w, "no daemon answered on %s; the change applies when the daemon next starts (or reloads) with keys_file %s\n", socket, t.path)
 	case status == http.StatusOK && t.daemon:
 		fmt.Fprintf(w, "the daemon on %s reloaded its keys\n", socket)
-		return true
+		return true, ""
 	case status == http.StatusOK:
 		fmt.Fprintf(w, "the daemon on %s reloaded, but did not say that it reads %s\n", socket, t.path)
-		return true
+		return true, ""
+	case status == http.StatusBadRequest:
+		return false, msg
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		fmt.Fprintf(w, "warning: the daemon on %s refused to reload (%d: %s); the change is NOT in effect until it reloads: run localbus reload as an admin, or systemctl reload localbus\n", socket, status, msg)
 	default:
 		fmt.Fprintf(w, "warning: the daemon on %s did not reload (%d: %s); it keeps its old keys until it reloads or restarts\n", socket, status, msg)
 	}
-	return false
+	return false, ""
 }
 
 // reloadQuietly asks the daemon to reload, saying nothing.
