@@ -291,6 +291,7 @@ func keysList(c *cli.Context) error {
 		fmt.Fprintf(c.App.ErrWriter, "no keys in %s\n", t.path)
 		return nil
 	}
+	fmt.Fprintf(c.App.ErrWriter, "keys in %s:\n", t.path)
 	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSCOPES\tCREATED")
 	for _, k := range keys {

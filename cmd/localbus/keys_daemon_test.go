@@ -98,7 +98,7 @@ func TestKeysAddActsOnTheKeysFileOfTheRunningDaemon(t *testing.T) {
 		t.Errorf("the refused keys add wrote %s (%v)", otherKeys, err)
 	}
 	// The daemon's own config is no disagreement.
-	if r := keys("list", "--config", filepath.Join(daemonDir, "config.toml"), "--socket", d.Socket); r.code != exitOK || !strings.Contains(r.stdout, "web ") {
+	if r := keys("list", "--config", filepath.Join(daemonDir, "config.toml"), "--socket", d.Socket); r.code != exitOK || !strings.Contains(r.stdout, "web ") || r.stderr != "keys in "+daemonKeys+":\n" {
 		t.Errorf("keys list --config (the daemon's): exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 

@@ -173,3 +173,33 @@ func ExampleEndedError() {
 	// Output:
 	// ended for good: not_found
 }
+
+// Example is the Go example of the README: publish one event, then follow
+// the session from its first event. Outside a test, the zero Client dials
+// the default socket.
+func Example() {
+	socket, stop := exampleDaemon()
+	defer stop()
+
+	ctx := context.Background()
+	c := &client.Client{Socket: socket} // the default socket when Socket is ""
+	if _, err := c.Publish(ctx, "build-17", "build:step", map[string]int{"n": 1}); err != nil {
+		log.Fatal(err)
+	}
+	st, err := c.Stream(ctx, client.StreamOptions{Session: "build-17", Since: new(uint64)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer st.Close()
+	for {
+		f, err := st.Next(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if !f.Reserved() { // stream:* frames say what happens to the stream
+			fmt.Println(f.ID, f.Type, string(f.Data))
+			return
+		}
+	}
+	// Output: 1 build:step {"n":1}
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/localbus/localbus/daemon/daemontest"
+)
+
+// readme returns the README's text.
+func readme(t *testing.T) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// readmeBlock returns the README's fenced block of language lang that
+// contains want.
+func readmeBlock(t *testing.T, lang, want string) string {
+	t.Helper()
+	blocks := regexp.MustCompile("(?s)```"+lang+"\n(.*?)```").FindAllStringSubmatch(readme(t), -1)
+	for _, b := range blocks {
+		if strings.Contains(b[1], want) {
+			return b[1]
+		}
+	}
+	t.Fatalf("README has no ```%s block with %q", lang, want)
+	return ""
+}
+
+func TestReadmeExamplesAreSafeToPasteAsRootAndAsAUser(t *testing.T) {
+	r := readme(t)
+	if !strings.Contains(r, "S=$(localbus socket)") {
+		t.Error("README does not set S=$(localbus socket)")
+	}
+	for _, bad := range []string{"/run/user/1000", "S=$XDG_RUNTIME_DIR", "--unix-socket $S", "--unix-socket \"$XDG"} {
+		if strings.Contains(r, bad) {
+			t.Errorf("README has %q, which breaks under root, sudo or another user", bad)
+		}
+	}
+	// websocat 1.x: --ws-c-uri names the URI, ws-c:unix: the socket.
+	ws := readmeBlock(t, "sh", "websocat")
+	if !regexp.MustCompile(`(?m)^websocat --ws-c-uri=ws://localbus/api/v1/sessions/[^ ]+/ws - ws-c:unix:"\$S"$`).MatchString(ws) || strings.Contains(ws, "--unix-socket") {
+		t.Errorf("README's websocat example is not websocat 1.x syntax:\n%s", ws)
+	}
+}
+
+// startFollower runs name with args and env, and returns a channel of its
+// stdout lines; it is killed when the test ends.
+func startFollower(t *testing.T, env []string, name string, args ...string) <-chan string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = env
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 16)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+		close(lines)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-done
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s stderr:\n%s", name, stderr.String())
+		}
+	})
+	return lines
+}
+
+func TestReadmeClientExamplesFindTheDaemonThroughLocalbusSocket(t *testing.T) {
+	t.Parallel()
+	d := daemontest.Start(t, daemontest.Options{})
+	c := apiClient(t, d)
+	bin := daemontest.Binary(t)
+	if err := os.Chmod(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// localbus on PATH; the socket in LOCALBUS_SOCKET, as a user who runs
+	// the daemon elsewhere would set it (localbus socket honours it).
+	env := append(cliEnv(), "PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "LOCALBUS_SOCKET="+d.Socket, "NODE_PATH=/usr/share/nodejs")
+	publishData(t, c, "build-17", "build:step", 0, 0)
+
+	ctx, cancel := context.WithTimeout(context.Background(), e2eWait)
+	defer cancel()
+	sh := exec.CommandContext(ctx, "sh", "-c", `S=$(localbus socket) && curl -sf --unix-socket "$S" http://localbus/api/v1/caps`)
+	sh.Env = env
+	if out, err := sh.CombinedOutput(); err != nil || !strings.Contains(string(out), `"schemaVersion"`) {
+		t.Errorf("S=$(localbus socket); curl … /api/v1/caps: %v\n%s", err, out)
+	}
+
+	clients := []struct {
+		name string
+		cmd  []string
+		code string
+	}{
+		{"python", []string{"/usr/bin/python3", "-c"}, readmeBlock(t, "python", "websockets")},
+		{"node", []string{"node", "-e"}, readmeBlock(t, "js", "ws+unix://")},
+	}
+	for i, cl := range clients {
+		t.Run(cl.name, func(t *testing.T) {
+			if _, err := exec.LookPath(cl.cmd[0]); err != nil {
+				t.Skipf("%s is not installed", cl.cmd[0])
+			}
+			lines := startFollower(t, env, cl.cmd[0], append(cl.cmd[1:], cl.code)...)
+			waitSubscribers(t, c, "build-17", 1)
+			publishData(t, c, "build-17", "build:step", 100+i, 100+i)
+			want := "build:step " + strconv.Itoa(100+i)
+			timeout := time.After(e2eWait)
+			for {
+				select {
+				case l, ok := <-lines:
+					if !ok {
+						t.Fatalf("the README's %s example ended without printing %q", cl.name, want)
+					}
+					if strings.Contains(l, want) {
+						return
+					}
+				case <-timeout:
+					t.Fatalf("the README's %s example did not print %q within %v", cl.name, want, e2eWait)
+				}
+			}
+		})
+		waitSubscribers(t, c, "build-17", 0)
+	}
+}
