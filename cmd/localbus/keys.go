@@ -187,7 +187,7 @@ func loadKeys(c *cli.Context) (keysTarget, *access.Keyring, error) {
 	if err != nil {
 		return t, nil, err
 	}
-	ring, err := access.Load(t.path)
+	ring, err := access.LoadForEdit(t.path)
 	return t, ring, err
 }
 

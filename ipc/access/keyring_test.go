@@ -403,7 +403,7 @@ func TestSaveAsRootKeepsTheOwnerOfTheFile(t *testing.T) {
 	const daemonUID = 65534
 	dir := t.TempDir()
 	path := filepath.Join(dir, "keys.json")
-	ring, err := Load(path)
+	ring, err := LoadForEdit(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,6 +415,13 @@ func TestSaveAsRootKeepsTheOwnerOfTheFile(t *testing.T) {
 	}
 	if err := os.Chown(path, daemonUID, daemonUID); err != nil {
 		t.Fatal(err)
+	}
+	// The daemon's own file: Load refuses it to root, LoadForEdit takes it.
+	if _, err := Load(path); err == nil {
+		t.Errorf("Load as root of a keys file owned by uid %d succeeded", daemonUID)
+	}
+	if ring, err = LoadForEdit(path); err != nil {
+		t.Fatalf("LoadForEdit as root of the daemon's keys file: %v", err)
 	}
 	if _, err := ring.Add("second", []Scope{Read}); err != nil {
 		t.Fatal(err)
