@@ -19,8 +19,8 @@ import (
 // when they name no command, a command that parses its own flags, or end
 // in a flag that lacks its value.
 func reorderArgs(app *cli.App, args []string) []string {
-	if len(args) < 2 {
-		return args
+	if len(args) < 2 || args[len(args)-1] == "--generate-bash-completion" {
+		return args // shell completion looks for its flag at the end
 	}
 	var cmd *cli.Command
 	cmds := app.Commands

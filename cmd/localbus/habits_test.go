@@ -116,6 +116,7 @@ func TestReorderArgsMovesOnlyTheLastCommandsFlags(t *testing.T) {
 		{"session show - --json", "session show --json -"},
 		{"session show ID --socket", "session show ID --socket"},
 		{"raw a --b", "raw a --b"},
+		{"session show ID --generate-bash-completion", "session show ID --generate-bash-completion"},
 		{"--help session", "--help session"},
 		{"unknown a --b", "unknown a --b"},
 	}
