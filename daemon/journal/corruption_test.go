@@ -116,10 +116,11 @@ func TestRandomCorruptionsNeverCrashHangOrReuseAnID(t *testing.T) {
 	for name := range files {
 		names = append(names, name)
 	}
-	var counts struct{ clean, newEpochs, movedAside, refused, dbHits, logHits int }
+	var counts struct{ done, clean, newEpochs, movedAside, refused, dbHits, logHits int }
 	dir := filepath.Join(t.TempDir(), "j")
 	for run := range runs {
 		rng := rand.New(rand.NewPCG(seed, uint64(run)))
+		counts.done++
 		if err := os.RemoveAll(dir); err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +188,7 @@ func TestRandomCorruptionsNeverCrashHangOrReuseAnID(t *testing.T) {
 		}
 	}
 	t.Logf("%d random single-byte corruptions (%d in the database, %d in the log): started clean %d, new epochs %d, moved aside %d, refused %d",
-		runs, counts.dbHits, counts.logHits, counts.clean, counts.newEpochs, counts.movedAside, counts.refused)
+		counts.done, counts.dbHits, counts.logHits, counts.clean, counts.newEpochs, counts.movedAside, counts.refused)
 }
 
 // checkNoReuse checks the bus name after a restart against what it held

@@ -98,6 +98,34 @@ func TestUnreadableDatabaseIsMovedAsideAndTheLogRestored(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
+		{"a bus's events are a value, not a bucket", func(t *testing.T, path string) {
+			db, err := bolt.Open(path, 0o600, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			err = db.Update(func(tx *bolt.Tx) error {
+				evs := tx.Bucket(bucketEvents)
+				if err := evs.DeleteBucket(idKey(0)); err != nil {
+					return err
+				}
+				return evs.Put(idKey(0), []byte("not a bucket"))
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a format this daemon never wrote", func(t *testing.T, path string) {
+			db, err := bolt.Open(path, 0o600, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			err = db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyFormat, []byte{'1' ^ 0x40}) })
+			if err != nil {
+				t.Fatal(err)
+			}
+		}},
 		{"garbage", func(t *testing.T, path string) {
 			if err := os.WriteFile(path, []byte(strings.Repeat("garbage!", 2048)), 0o600); err != nil {
 				t.Fatal(err)

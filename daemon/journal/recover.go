@@ -80,7 +80,7 @@ func (j *Journal) recover() error {
 		return err
 	}
 	err = guard(func() error { return j.recoverDB(aside) })
-	if err == nil || aside || !errors.Is(err, errDamaged) {
+	if err == nil || aside || !isDamage(err) {
 		return err
 	}
 	j.db.Close()
@@ -96,6 +96,20 @@ func (j *Journal) recover() error {
 		return fmt.Errorf("journal: %w", err)
 	}
 	return guard(func() error { return j.recoverDB(true) })
+}
+
+// isDamage reports whether err, from reading the database, means that its
+// contents are damaged (rather than that the disk is full or failing):
+// a panic or fault, a value that does not parse, or a value where bbolt
+// expects a bucket.
+func isDamage(err error) bool {
+	for _, e := range []error{errDamaged, bolt.ErrIncompatibleValue, bolt.ErrInvalid, bolt.ErrChecksum,
+		bolt.ErrVersionMismatch, bolt.ErrInvalidMapping} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // recoverDB is recover once the database is open; aside says it was just
@@ -118,7 +132,11 @@ func (j *Journal) recoverDB(aside bool) error {
 		}
 		meta := tx.Bucket(bucketMeta)
 		if f := meta.Get(keyFormat); f != nil && string(f) != format {
-			return fmt.Errorf("journal: format %q, want %q", f, format)
+			if n, err := strconv.Atoi(string(f)); err == nil && n > 1 && n < 100 {
+				// A newer journal: not this daemon's to move aside.
+				return fmt.Errorf("journal: format %q, want %q", f, format)
+			}
+			return fmt.Errorf("journal: %w: format %q", errDamaged, f)
 		}
 		wasClean = meta.Get(keyClean) != nil
 		lastMode = string(meta.Get(keyMode))
