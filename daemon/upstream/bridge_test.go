@@ -23,7 +23,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // node is an in-process daemon: a journal, a hub and a bridge, which can
 // be stopped and started again on the same state.
 type node struct {
-	t   *testing.T
+	t   testing.TB
 	dir string
 	cfg upstream.Config
 	j   *journal.Journal
@@ -31,7 +31,7 @@ type node struct {
 	br  *upstream.Bridge
 }
 
-func startNode(t *testing.T, cfg upstream.Config) *node {
+func startNode(t testing.TB, cfg upstream.Config) *node {
 	t.Helper()
 	n := &node{t: t, dir: t.TempDir(), cfg: cfg}
 	n.start()
@@ -88,7 +88,7 @@ func (n *node) publish(session string, start, count, batch int) {
 }
 
 // waitFor polls cond until it holds or 30 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {

@@ -31,8 +31,10 @@ type importer struct {
 	cancel  context.CancelFunc
 	fin     chan struct{}
 
-	mu  sync.Mutex // guards seq; a leaf
-	seq uint64     // the last stream sequence applied
+	mu    sync.Mutex // guards seq; a leaf
+	seq   uint64     // the last stream sequence applied
+	saved uint64     // the last one written to the journal; only run's goroutine
+	at    time.Time  // when it was written
 }
 
 // A mirror is the state of one local mirror session.
@@ -90,14 +92,16 @@ func (im *importer) run() {
 		if err != nil {
 			log.Warn("upstream: bad import cursor; reading the stream from its start", "cursor", string(v))
 		}
-		im.seq = n
+		im.seq, im.saved = n, n
 	}
 	backoff := 100 * time.Millisecond
 	for {
 		if !im.b.ready(im.ctx) {
+			im.save()
 			return
 		}
 		err := im.round()
+		im.save()
 		if im.ctx.Err() != nil {
 			return
 		}
@@ -260,11 +264,29 @@ func (im *importer) apply(batch []jetstream.Msg) error {
 		im.mu.Lock()
 		im.seq = lastSeq
 		im.mu.Unlock()
-		if err := im.b.opts.Cursors.PutCursor(importCursorName(im.pattern), []byte(strconv.FormatUint(lastSeq, 10))); err != nil {
-			im.b.logger.Warn("upstream: cannot write the import cursor", "import", im.pattern, "err", err)
+		if time.Since(im.at) >= im.b.opts.CursorInterval {
+			im.save()
 		}
 	}
 	return nil
+}
+
+// save writes the import cursor to the journal if it moved. It is written
+// at most every CursorInterval while messages flow, and when a round
+// ends: a mirror skips what it already holds, so a cursor behind costs a
+// re-read, never a duplicate.
+func (im *importer) save() {
+	im.mu.Lock()
+	seq := im.seq
+	im.mu.Unlock()
+	if seq == im.saved {
+		return
+	}
+	if err := im.b.opts.Cursors.PutCursor(importCursorName(im.pattern), []byte(strconv.FormatUint(seq, 10))); err != nil {
+		im.b.logger.Warn("upstream: cannot write the import cursor", "import", im.pattern, "err", err)
+		return
+	}
+	im.saved, im.at = seq, time.Now()
 }
 
 // decode reads a message; ok is false (and the message skipped) when it is
