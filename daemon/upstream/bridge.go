@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -91,9 +92,12 @@ type Bridge struct {
 	wg     sync.WaitGroup
 	kick   chan struct{} // wakes the scanner
 
+	pat      atomic.Pointer[patterns] // the export and import patterns in force
+	exported atomic.Uint64            // events acknowledged by JetStream, all sessions
+	imported atomic.Uint64            // events published to mirrors
+	lost     atomic.Uint64            // events the ring no longer held when they were due for export
+
 	mu           sync.Mutex // guards the fields below; taken before exporter.mu
-	export       []string
-	imports      []string
 	exporters    map[string]*exporter
 	importers    map[string]*importer
 	mirrors      map[string]*mirror   // by local session id
@@ -103,9 +107,6 @@ type Bridge struct {
 	streamGen    uint64               // connGen when the stream was last found or created
 	connWait     chan struct{}        // closed and replaced when the connection state changes
 	lastErr      string
-	exported     uint64 // events acknowledged by JetStream, all sessions
-	imported     uint64 // events published to mirrors
-	lost         uint64 // events the ring no longer held when they were due for export
 	closed       bool
 }
 
@@ -140,8 +141,6 @@ func Start(opts Options) (*Bridge, error) {
 	b := &Bridge{
 		opts: opts, cfg: opts.Config, logger: opts.Logger.With("upstream", opts.Config.Stream),
 		kick:         make(chan struct{}, 1),
-		export:       opts.Config.Export,
-		imports:      opts.Config.Import,
 		exporters:    map[string]*exporter{},
 		importers:    map[string]*importer{},
 		mirrors:      map[string]*mirror{},
@@ -149,6 +148,7 @@ func Start(opts Options) (*Bridge, error) {
 		unexportable: map[string]bool{},
 		connWait:     make(chan struct{}),
 	}
+	b.pat.Store(&patterns{export: opts.Config.Export, imports: opts.Config.Import})
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	opts.Hub.SetReadOnly(b.isMirror)
 
@@ -199,7 +199,7 @@ func Start(opts Options) (*Bridge, error) {
 	if nc.IsConnected() {
 		b.connChanged(nc, true)
 	}
-	b.logger.Info("upstream: started", "node", b.cfg.Node, "url", redact(b.cfg.URLs), "export", b.export, "import", b.imports)
+	b.logger.Info("upstream: started", "node", b.cfg.Node, "url", redact(b.cfg.URLs), "export", opts.Config.Export, "import", opts.Config.Import)
 	b.mu.Lock()
 	b.syncImportersLocked()
 	b.mu.Unlock()
@@ -220,7 +220,7 @@ func (b *Bridge) SetPatterns(export, imports []string) error {
 		return err
 	}
 	b.mu.Lock()
-	b.export, b.imports = export, imports
+	b.pat.Store(&patterns{export: export, imports: imports})
 	b.syncImportersLocked()
 	b.mu.Unlock()
 	b.wake()
@@ -235,9 +235,13 @@ func (b *Bridge) isMirror(id string) bool {
 	if !ok || node == b.cfg.Node {
 		return false
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return matchAny(b.imports, node+"/"+session)
+	return matchAny(b.pat.Load().imports, node+"/"+session)
+}
+
+// patterns are the export and import patterns in force: read on every
+// publish (isMirror), so they are swapped whole, never changed.
+type patterns struct {
+	export, imports []string
 }
 
 // Close stops every exporter and importer, writes their cursors and
@@ -376,9 +380,7 @@ func (b *Bridge) scanLoop() {
 func (b *Bridge) scan() {
 	sessions := b.opts.Hub.Sessions()
 	want := map[string]bool{}
-	b.mu.Lock()
-	export := b.export
-	b.mu.Unlock()
+	export := b.pat.Load().export
 	for _, s := range sessions {
 		if matchAny(export, s.ID) && !b.isMirror(s.ID) {
 			want[s.ID] = true
@@ -388,6 +390,11 @@ func (b *Bridge) scan() {
 	defer b.mu.Unlock()
 	if b.closed {
 		return
+	}
+	for id, e := range b.stopped {
+		if e.done() {
+			delete(b.stopped, id)
+		}
 	}
 	for id, e := range b.exporters {
 		if !want[id] || e.done() {

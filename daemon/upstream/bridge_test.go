@@ -293,3 +293,32 @@ func TestSourceEpochChangeIsAGapForMirrorReaders(t *testing.T) {
 		t.Errorf("gap reason %q, want %q", g.Data.Reason, bus.GapEpochReset)
 	}
 }
+
+func TestReloadedPatternsStartExportAndImport(t *testing.T) {
+	srv := natstest.Start(t)
+	a := startNode(t, upstream.Config{URLs: []string{srv.URL()}, Node: "a"})
+	b := startNode(t, upstream.Config{URLs: []string{srv.URL()}, Node: "b"})
+	a.publish("late", 0, 5, 5)
+	if _, _, err := b.h.Publish("a.late", []bus.Event{{Type: "x:y"}}); err != nil {
+		t.Fatalf("publish to a.late before it is imported = %v, want it accepted", err)
+	}
+	b.h.Delete("a.late")
+	if err := a.br.SetPatterns([]string{"late"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.br.SetPatterns(nil, []string{"a/late"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the mirror", func() bool { return lastID(b.h, "a.late") == 5 })
+	checkMirror(t, mirrored(t, b.h, "a.late"), "a", "late", 5)
+	if _, _, err := b.h.Publish("a.late", []bus.Event{{Type: "x:y"}}); !errors.Is(err, hub.ErrReadOnly) {
+		t.Errorf("publish to an imported session = %v, want ErrReadOnly", err)
+	}
+	var ce *upstream.ConfigError
+	if err := b.br.SetPatterns(nil, []string{"no-slash"}); !errors.As(err, &ce) || ce.Key != "upstream.import" {
+		t.Errorf("SetPatterns with a bad import pattern = %v, want a ConfigError for upstream.import", err)
+	}
+	if got := b.br.Status().Import; len(got) != 1 || got[0] != "a/late" {
+		t.Errorf("import patterns after a refused change = %q, want the old ones", got)
+	}
+}

@@ -51,7 +51,9 @@
 // that starts and stops exporters as sessions appear and patterns change,
 // one goroutine per exporter (plus its acknowledgement reader), and one
 // per import pattern (plus its message reader). Close cancels them all and
-// waits. Bridge.mu guards the patterns, the exporter and importer maps and
-// the connection state; exporter.mu and mirror state are leaves, never
-// held while taking Bridge.mu.
+// waits. The patterns are swapped whole (an atomic pointer), since every
+// publish to the hub reads them to refuse mirrors. Bridge.mu guards the
+// exporter, importer and mirror maps and the connection state;
+// exporter.mu, importer.mu and mirror.mu are leaves, never held while
+// taking Bridge.mu.
 package upstream

@@ -256,9 +256,7 @@ func (e *exporter) gap(f *bus.Frame, cur exportCursor, has bool) {
 	e.mu.Lock()
 	e.lost += lost
 	e.mu.Unlock()
-	e.b.mu.Lock()
-	e.b.lost += lost
-	e.b.mu.Unlock()
+	e.b.lost.Add(lost)
 	e.b.logger.Warn("upstream: export resumes past a gap", "session", e.session, "reason", g.Data.Reason,
 		"cursor", cur.id, "lost", lost)
 }
@@ -324,7 +322,5 @@ func (e *exporter) advance(at exportCursor) {
 	e.acked, e.has = at, true
 	e.exported++
 	e.mu.Unlock()
-	e.b.mu.Lock()
-	e.b.exported++
-	e.b.mu.Unlock()
+	e.b.exported.Add(1)
 }

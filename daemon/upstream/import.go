@@ -54,7 +54,7 @@ func (b *Bridge) syncImportersLocked() {
 		return
 	}
 	want := map[string]bool{}
-	for _, p := range b.imports {
+	for _, p := range b.pat.Load().imports {
 		want[p] = true
 	}
 	for p, im := range b.importers {
@@ -220,9 +220,7 @@ func (im *importer) apply(batch []jetstream.Msg) error {
 		runMirror.epoch, runMirror.id, runMirror.known = last.Epoch, last.ID, true
 		runMirror.imported += uint64(len(run))
 		runMirror.mu.Unlock()
-		im.b.mu.Lock()
-		im.b.imported += uint64(len(run))
-		im.b.mu.Unlock()
+		im.b.imported.Add(uint64(len(run)))
 		run = run[:0]
 		return nil
 	}
@@ -323,9 +321,7 @@ func (im *importer) decode(m jetstream.Msg) (in incoming, ok bool) {
 
 // matchImport reports whether session of node matches an import pattern.
 func (b *Bridge) matchImport(node, session string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return node != b.cfg.Node && matchAny(b.imports, node+"/"+session)
+	return node != b.cfg.Node && matchAny(b.pat.Load().imports, node+"/"+session)
 }
 
 // What a mirror does with an incoming event.

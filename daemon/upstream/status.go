@@ -27,8 +27,9 @@ func (b *Bridge) Status() Status {
 		st.Server = b.nc.ConnectedUrlRedacted()
 	}
 	b.mu.Lock()
-	st.LastError, st.Exported, st.Imported, st.Lost = b.lastErr, b.exported, b.imported, b.lost
-	st.Export, st.Import = slices.Clone(b.export), slices.Clone(b.imports)
+	st.LastError, st.Exported, st.Imported, st.Lost = b.lastErr, b.exported.Load(), b.imported.Load(), b.lost.Load()
+	pat := b.pat.Load()
+	st.Export, st.Import = slices.Clone(pat.export), slices.Clone(pat.imports)
 	exporters := make(map[string]*exporter, len(b.exporters))
 	for id, e := range b.exporters {
 		exporters[id] = e
