@@ -87,6 +87,9 @@ type Config struct {
 	// would let one request hold a gigabyte in memory. Default: 67108864
 	// (64 MiB).
 	MaxBodyBytes int64
+	// IdempotencyWindow is how long a publish's Idempotency-Key is
+	// remembered (SPEC §6), from 1s to 24h. Default: 10m.
+	IdempotencyWindow time.Duration
 	// MaxHeaderBytes is the size limit of a request's headers, from 1 KiB
 	// to 1 MiB. Default: 16384 (16 KiB).
 	MaxHeaderBytes int64
@@ -163,6 +166,7 @@ func Defaults() Config {
 		AutoCreateSessions:  true,
 		MaxEventBytes:       1 * mib,
 		MaxBodyBytes:        64 * mib,
+		IdempotencyWindow:   10 * time.Minute,
 		MaxHeaderBytes:      16 * kib,
 		Keepalive:           15 * time.Second,
 		ShutdownTimeout:     10 * time.Second,
@@ -285,6 +289,7 @@ var settings = []Setting{
 	{Key: "auto_create_sessions", Reloadable: true, Usage: "create a missing session on publish", field: func(c *Config) any { return &c.AutoCreateSessions }},
 	{Key: "max_event_bytes", Reloadable: true, Usage: "size limit of one event", field: func(c *Config) any { return &c.MaxEventBytes }},
 	{Key: "max_body_bytes", Reloadable: true, Usage: "size limit of one request body", field: func(c *Config) any { return &c.MaxBodyBytes }},
+	{Key: "idempotency_window", Reloadable: true, Usage: "how long a publish's Idempotency-Key is remembered", field: func(c *Config) any { return &c.IdempotencyWindow }},
 	{Key: "max_header_bytes", Usage: "size limit of a request's headers", field: func(c *Config) any { return &c.MaxHeaderBytes }},
 	{Key: "keepalive", Reloadable: true, Usage: "SSE comment and WebSocket ping interval", field: func(c *Config) any { return &c.Keepalive }},
 	{Key: "shutdown_timeout", Reloadable: true, Usage: "time allowed for a graceful shutdown", field: func(c *Config) any { return &c.ShutdownTimeout }},

@@ -42,6 +42,7 @@ var fullSet = map[string]string{
 	"auto_create_sessions":  "false",
 	"max_event_bytes":       "65536",
 	"max_body_bytes":        "1048576",
+	"idempotency_window":    "30s",
 	"max_header_bytes":      "8192",
 	"keepalive":             "30s",
 	"shutdown_timeout":      "5s",

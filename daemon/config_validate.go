@@ -112,6 +112,9 @@ func (c Config) problems() []*ConfigError {
 	default:
 		check("max_body_bytes", bytesInRange(c.MaxBodyBytes, minEventBytes, maxBodyBytes))
 	}
+	if c.IdempotencyWindow < time.Second || c.IdempotencyWindow > 24*time.Hour {
+		add("idempotency_window", "must be between 1s and 24h, got %v", c.IdempotencyWindow)
+	}
 	check("max_header_bytes", bytesInRange(c.MaxHeaderBytes, minHeaderBytes, maxHeaderBytes))
 
 	if c.Keepalive < minKeepalive {

@@ -185,8 +185,9 @@ func hubOptions(cfg Config) hub.Options {
 			RingSize: cfg.RingSize, RingMaxBytes: cfg.RingMaxBytes, MaxQueued: cfg.MaxQueued,
 			MaxQueuedBytes: cfg.MaxQueuedBytes, MaxSubscribers: cfg.MaxSubscribers,
 		},
-		MaxSessions: cfg.MaxSessions,
-		AutoCreate:  cfg.AutoCreateSessions,
+		MaxSessions:       cfg.MaxSessions,
+		AutoCreate:        cfg.AutoCreateSessions,
+		IdempotencyWindow: cfg.IdempotencyWindow,
 	}
 }
 

@@ -179,6 +179,11 @@ func (h *Handler) servePublish(w http.ResponseWriter, r *http.Request, c Caller)
 		writeError(w, errorf(http.StatusBadRequest, wire.CodeInvalidClientID, "%s must be 1 to 128 printable ASCII characters", wire.HeaderClientID))
 		return
 	}
+	key, keyed, err := idempotencyKey(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	ndjson := false
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, _ := mime.ParseMediaType(ct)
@@ -193,8 +198,13 @@ func (h *Handler) servePublish(w http.ResponseWriter, r *http.Request, c Caller)
 		writeError(w, errorf(http.StatusBadRequest, wire.CodeInvalidAck, "ack applies to a streaming publish: send Content-Type: %s", wire.ContentTypeNDJSON))
 		return
 	}
-	if ndjson && (r.ContentLength < 0 || ack != "") {
-		h.publishStream(w, r, c, id, originator, ack == wire.AckLine)
+	streaming := ndjson && (r.ContentLength < 0 || ack != "")
+	if keyed {
+		h.publishOnce(w, r, c, publishReq{id: id, originator: originator, ndjson: ndjson, streaming: streaming, ack: ack}, key)
+		return
+	}
+	if streaming {
+		h.publishStream(w, r, r.Body, c, id, originator, ack == wire.AckLine)
 		return
 	}
 	body, err := readBody(w, r, o.MaxBodyBytes)
@@ -204,22 +214,29 @@ func (h *Handler) servePublish(w http.ResponseWriter, r *http.Request, c Caller)
 	}
 	// The events' data point into the body until the bus has copied them.
 	defer putBody(body)
+	h.publishBody(w, r, c, id, originator, ndjson, body)
+}
+
+// publishBody publishes a whole body (one event, a batch, or NDJSON as one
+// batch) and answers; it reports whether the events were published.
+func (h *Handler) publishBody(w http.ResponseWriter, r *http.Request, c Caller, id, originator string, ndjson bool, body []byte) bool {
+	o := h.options()
 	events, err := decodePublish(body, ndjson, o.MaxEventBytes, DefaultMaxBatch)
 	if err != nil {
 		writeError(w, err)
-		return
+		return false
 	}
 	for i := range events {
 		if fam := bus.FamilyOf(events[i].Type); !c.Scopes.CanPublish(fam) {
 			h.refuse(w, r, c, errorf(http.StatusForbidden, wire.CodeForbidden, "event %d: this caller may not publish family %s; nothing was published", i, fam))
-			return
+			return false
 		}
 		events[i].Originator = originator
 	}
 	first, last, err := h.publish(id, events)
 	if err != nil {
 		writeError(w, err)
-		return
+		return false
 	}
 	var digits [20]byte
 	idLen := len(strconv.AppendUint(digits[:0], last, 10))
@@ -238,6 +255,7 @@ func (h *Handler) servePublish(w http.ResponseWriter, r *http.Request, c Caller)
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	w.Write(b)
+	return true
 }
 
 // bodyPool keeps publish bodies' buffers, up to maxPooledBody each: a

@@ -58,7 +58,9 @@ type pubStream struct {
 	ack    []byte
 }
 
-func (h *Handler) publishStream(w http.ResponseWriter, r *http.Request, c Caller, id, originator string, lineAcks bool) {
+// publishStream publishes the lines of body as they arrive and answers; it
+// returns the reply of what it published (Count 0: nothing).
+func (h *Handler) publishStream(w http.ResponseWriter, r *http.Request, body io.Reader, c Caller, id, originator string, lineAcks bool) wire.StreamReply {
 	o := h.options()
 	ps := &pubStream{
 		h: h, w: w, rc: http.NewResponseController(w), c: c, id: id, originator: originator,
@@ -72,11 +74,12 @@ func (h *Handler) publishStream(w http.ResponseWriter, r *http.Request, c Caller
 	// acknowledged, the rest is refused.
 	stop := context.AfterFunc(h.drainCtx, func() { ps.rc.SetReadDeadline(time.Now()) })
 	defer stop()
-	if err := ps.run(r.Body); err != nil {
+	if err := ps.run(body); err != nil {
 		ps.fail(err)
-		return
+		return ps.reply
 	}
 	ps.finish()
+	return ps.reply
 }
 
 // run reads and publishes until the body ends or a line fails.

@@ -3,6 +3,7 @@ package hub
 import (
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -44,6 +45,11 @@ type Options struct {
 	// journal): New restores the sessions it holds, Create stores new ones,
 	// Delete deletes their data. nil keeps everything in memory.
 	Journal Journal
+	// IdempotencyWindow is how long Once remembers a key; default 10 min.
+	IdempotencyWindow time.Duration
+	// Logger receives what the hub reports on its own (a key it could
+	// not store, a session expired); nil means slog.Default().
+	Logger *slog.Logger
 }
 
 // A Journal stores buses durably; *journal.Journal implements it.
@@ -101,6 +107,8 @@ type Hub struct {
 	retired  bus.Stats // counters of deleted sessions, so totals never go down
 
 	readOnly atomic.Pointer[func(id string) bool] // see SetReadOnly
+
+	keys keyTable // idempotency keys (Once)
 }
 
 // SetReadOnly makes Publish refuse, with ErrReadOnly, every session id for
@@ -167,7 +175,14 @@ func New(opts Options) (*Hub, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
 	h := &Hub{global: g, opts: opts, sessions: make(map[string]*Session), deleting: make(map[string]chan struct{})}
+	h.setKeyWindow(opts.IdempotencyWindow)
+	if err := h.loadKeys(time.Now()); err != nil {
+		return nil, err
+	}
 	if opts.Journal != nil {
 		// Restored sessions are not announced: they were opened before.
 		for _, id := range opts.Journal.Sessions() {
@@ -327,6 +342,7 @@ func (h *Hub) Delete(id string) error {
 	if j := h.opts.Journal; j != nil {
 		err = j.Delete(id)
 	}
+	h.dropSessionKeys(id)
 	h.announce("localbus:session-closed", id)
 	return err
 }
@@ -552,6 +568,7 @@ func (h *Hub) SetOptions(opts Options) error {
 	h.mu.Lock()
 	h.opts.Limits, h.opts.MaxSessions, h.opts.AutoCreate = opts.Limits, opts.MaxSessions, opts.AutoCreate
 	h.mu.Unlock()
+	h.setKeyWindow(opts.IdempotencyWindow)
 	for _, s := range h.Sessions() {
 		l := opts.Limits
 		if s.RingSize > 0 {
@@ -577,4 +594,9 @@ func (h *Hub) Close() {
 		s.Bus.Close()
 	}
 	h.global.Close()
+}
+
+// logKeyError reports a failure to store or forget an idempotency key.
+func (h *Hub) logKeyError(err error) {
+	h.opts.Logger.Error("hub: idempotency key", "err", err)
 }

@@ -176,3 +176,64 @@ func TestHubDeleteRacingPublishesLeavesALiveSession(t *testing.T) {
 		}
 	}
 }
+
+// TestHubIdempotencyKeysSurviveARestart: a key remembered by Hub.Once on a
+// journaled hub still answers with the first reply after a restart, and a
+// deleted session's keys are gone with it.
+func TestHubIdempotencyKeysSurviveARestart(t *testing.T) {
+	dir := t.TempDir()
+	openHub := func() (*journal.Journal, *hub.Hub) {
+		t.Helper()
+		j, err := journal.Open(journal.Options{Dir: dir, Logger: quiet, SegmentBytes: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := hub.New(hub.Options{Journal: j, AutoCreate: true})
+		if err != nil {
+			j.Close()
+			t.Fatal(err)
+		}
+		return j, h
+	}
+	j, h := openHub()
+	digest := [32]byte{1}
+	publish := func(h *hub.Hub, session string) func() (hub.Reply, bool) {
+		return func() (hub.Reply, bool) {
+			_, last, err := h.Publish(session, []bus.Event{{Type: "t:e", Data: json.RawMessage(`1`)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return hub.Reply{Status: 200, ContentType: "application/json", Body: fmt.Appendf(nil, `{"lastId":%d}`, last)}, true
+		}
+	}
+	first, replayed, err := h.Once("s", "k", digest, publish(h, "s"))
+	if err != nil || replayed {
+		t.Fatalf("Once = %v, replayed %v", err, replayed)
+	}
+	if _, _, err := h.Once("gone", "k", digest, publish(h, "gone")); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Delete("gone"); err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j, h = openHub()
+	defer j.Close()
+	defer h.Close()
+	again, replayed, err := h.Once("s", "k", digest, func() (hub.Reply, bool) {
+		t.Error("the key was forgotten across the restart: published again")
+		return hub.Reply{}, false
+	})
+	if err != nil || !replayed || string(again.Body) != string(first.Body) || again.Status != first.Status {
+		t.Fatalf("after a restart Once = %+v, replayed %v, %v; want %+v replayed", again, replayed, err, first)
+	}
+	if _, _, err := h.Once("s", "k", [32]byte{2}, publish(h, "s")); !errors.Is(err, hub.ErrKeyReused) {
+		t.Errorf("another digest after a restart: %v, want hub.ErrKeyReused", err)
+	}
+	if _, replayed, err := h.Once("gone", "k", digest, publish(h, "gone")); err != nil || replayed {
+		t.Errorf("the key of a deleted session: replayed %v, %v; want a new publish", replayed, err)
+	}
+}

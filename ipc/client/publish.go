@@ -3,10 +3,15 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"syscall"
+	"time"
 
 	"github.com/localbus/localbus/ipc/wire"
 )
@@ -41,7 +46,9 @@ func (c *Client) Publish(ctx context.Context, session, typ string, data any) (ui
 
 // PublishBatch publishes events to session in one request: all of them or,
 // on any error, none. The daemon takes at most Caps().Limits.MaxBatch
-// events (1000) at once.
+// events (1000) at once. The request carries a fresh Idempotency-Key, and
+// is sent again with it when the connection drops before the reply (see
+// publish), so a daemon restarting under it never publishes it twice.
 func (c *Client) PublishBatch(ctx context.Context, session string, events []Event) (PublishReply, error) {
 	body, err := json.Marshal(events)
 	if err != nil {
@@ -66,12 +73,64 @@ func (c *Client) PublishNDJSON(ctx context.Context, session string, body io.Read
 	return c.publish(ctx, session, wire.ContentTypeNDJSON, b)
 }
 
+// Retries of a publish whose connection dropped: publishRetries more
+// attempts, waiting publishBackoff, doubled each time (about 3 s in all,
+// room for a daemon to restart).
+const (
+	publishRetries = 5
+	publishBackoff = 100 * time.Millisecond
+)
+
+// publish sends one publish request with a fresh Idempotency-Key, and sends
+// it again with the same key when the connection dropped before the reply
+// (a daemon shutting down closes kept-alive connections) or the daemon
+// answered 503 shutting_down: the daemon publishes a key at most once
+// within its idempotency_window, so a retry never publishes twice. A daemon
+// that cannot be reached at the first attempt is reported at once.
 func (c *Client) publish(ctx context.Context, session, contentType string, body []byte) (PublishReply, error) {
 	hdr := http.Header{"Content-Type": {contentType}}
 	if c.ClientID != "" {
 		hdr.Set(wire.HeaderClientID, c.ClientID)
 	}
-	var r PublishReply
-	err := c.do(ctx, http.MethodPost, wire.SessionEventsPath(session), hdr, body, &r)
-	return r, err
+	hdr.Set(wire.HeaderIdempotencyKey, newIdempotencyKey())
+	wait := publishBackoff
+	for attempt := 0; ; attempt++ {
+		var r PublishReply
+		err := c.do(ctx, http.MethodPost, wire.SessionEventsPath(session), hdr, body, &r)
+		if err == nil || attempt == publishRetries || !retryablePublish(err, attempt) {
+			return r, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return PublishReply{}, ctx.Err()
+		case <-t.C:
+		}
+		wait *= 2
+	}
+}
+
+// retryablePublish reports whether a publish that failed with err may be
+// sent again with its key: the connection broke before the reply, the
+// daemon was shutting down, or (after the first attempt) it is not back
+// yet.
+func retryablePublish(err error, attempt int) bool {
+	var ue *UnreachableError
+	if errors.As(err, &ue) {
+		return attempt > 0
+	}
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.Status == http.StatusServiceUnavailable && (ae.Code == wire.CodeShuttingDown || ae.Code == wire.CodeNotReady)
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// newIdempotencyKey returns a random key of 22 characters.
+func newIdempotencyKey() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }

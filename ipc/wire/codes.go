@@ -19,6 +19,7 @@ const (
 	CodeInvalidAck        = "invalid_ack"
 	CodeInvalidRingSize   = "invalid_ringSize"
 	CodeInvalidClientID   = "invalid_client_id"
+	CodeInvalidIdemKey    = "invalid_idempotency_key"
 	CodeWebSocketRequired = "websocket_required"
 	CodeReloadRefused     = "reload_refused"
 
@@ -40,8 +41,10 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed"
 	// 408: a request body stalled.
 	CodeBodyTimeout = "body_timeout"
-	// 409: the session exists.
-	CodeSessionExists = "session_exists"
+	// 409: the session exists, or an Idempotency-Key was used on the
+	// session with a different request.
+	CodeSessionExists        = "session_exists"
+	CodeIdempotencyKeyReused = "idempotency_key_reused"
 	// CodeReadOnly: a publish to a mirror of another node's session (409).
 	CodeReadOnly = "read_only"
 

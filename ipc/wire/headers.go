@@ -12,7 +12,20 @@ const (
 	// HeaderClientID names a publisher: 1 to 128 printable ASCII
 	// characters, which become the published envelopes' "originator".
 	HeaderClientID = "Localbus-Client-Id"
+	// HeaderIdempotencyKey makes a publish safe to send again: 1 to
+	// MaxIdempotencyKey printable ASCII characters. The same key on the same
+	// session within the daemon's idempotency_window gets the first reply
+	// and publishes nothing; with a different body it is a 409
+	// (CodeIdempotencyKeyReused).
+	HeaderIdempotencyKey = "Idempotency-Key"
+	// HeaderIdempotentReplayed is "true" on the reply to a publish that
+	// repeated an Idempotency-Key: the first request's reply, nothing
+	// published.
+	HeaderIdempotentReplayed = "Idempotent-Replayed"
 )
+
+// MaxIdempotencyKey is the longest Idempotency-Key the daemon takes.
+const MaxIdempotencyKey = 128
 
 // Content types of request and response bodies.
 const (
