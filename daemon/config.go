@@ -87,6 +87,10 @@ type Config struct {
 	// would let one request hold a gigabyte in memory. Default: 67108864
 	// (64 MiB).
 	MaxBodyBytes int64
+	// MaxInflightBodyBytes caps the request bodies being read at once, at
+	// least 1 KiB; past it a request gets 503 with Retry-After (one body
+	// alone is always read). Default: 67108864 (64 MiB).
+	MaxInflightBodyBytes int64
 	// IdempotencyWindow is how long a publish's Idempotency-Key is
 	// remembered (SPEC §6), from 1s to 24h. Default: 10m.
 	IdempotencyWindow time.Duration
@@ -151,32 +155,33 @@ const (
 // DefaultConfigPath and DefaultStateDir).
 func Defaults() Config {
 	return Config{
-		Socket:              DefaultSocketPath(),
-		SocketMode:          0o660,
-		UnixAuth:            UnixAuthPeer,
-		UnixPeerScopes:      []string{"read", "publish"},
-		KeysFile:            keysFileBeside(DefaultConfigPath()),
-		RingSize:            8000,
-		RingMaxBytes:        64 * mib,
-		MaxQueued:           256,
-		MaxQueuedBytes:      2 * mib,
-		MaxSubscribers:      64,
-		MaxSubscribersTotal: 4096,
-		MaxSessions:         4096,
-		AutoCreateSessions:  true,
-		MaxEventBytes:       1 * mib,
-		MaxBodyBytes:        64 * mib,
-		IdempotencyWindow:   10 * time.Minute,
-		MaxHeaderBytes:      16 * kib,
-		Keepalive:           15 * time.Second,
-		ShutdownTimeout:     10 * time.Second,
-		ReadHeaderTimeout:   10 * time.Second,
-		IdleTimeout:         120 * time.Second,
-		LogLevel:            "info",
-		StateDir:            DefaultStateDir(),
-		Durability:          DurabilityDisk,
-		Fsync:               FsyncAlways,
-		FsyncInterval:       100 * time.Millisecond,
+		Socket:               DefaultSocketPath(),
+		SocketMode:           0o660,
+		UnixAuth:             UnixAuthPeer,
+		UnixPeerScopes:       []string{"read", "publish"},
+		KeysFile:             keysFileBeside(DefaultConfigPath()),
+		RingSize:             8000,
+		RingMaxBytes:         64 * mib,
+		MaxQueued:            256,
+		MaxQueuedBytes:       2 * mib,
+		MaxSubscribers:       64,
+		MaxSubscribersTotal:  4096,
+		MaxSessions:          4096,
+		AutoCreateSessions:   true,
+		MaxEventBytes:        1 * mib,
+		MaxBodyBytes:         64 * mib,
+		MaxInflightBodyBytes: 64 * mib,
+		IdempotencyWindow:    10 * time.Minute,
+		MaxHeaderBytes:       16 * kib,
+		Keepalive:            15 * time.Second,
+		ShutdownTimeout:      10 * time.Second,
+		ReadHeaderTimeout:    10 * time.Second,
+		IdleTimeout:          120 * time.Second,
+		LogLevel:             "info",
+		StateDir:             DefaultStateDir(),
+		Durability:           DurabilityDisk,
+		Fsync:                FsyncAlways,
+		FsyncInterval:        100 * time.Millisecond,
 	}
 }
 
@@ -289,6 +294,7 @@ var settings = []Setting{
 	{Key: "auto_create_sessions", Reloadable: true, Usage: "create a missing session on publish", field: func(c *Config) any { return &c.AutoCreateSessions }},
 	{Key: "max_event_bytes", Reloadable: true, Usage: "size limit of one event", field: func(c *Config) any { return &c.MaxEventBytes }},
 	{Key: "max_body_bytes", Reloadable: true, Usage: "size limit of one request body", field: func(c *Config) any { return &c.MaxBodyBytes }},
+	{Key: "max_inflight_body_bytes", Reloadable: true, Usage: "request bodies being read at once", field: func(c *Config) any { return &c.MaxInflightBodyBytes }},
 	{Key: "idempotency_window", Reloadable: true, Usage: "how long a publish's Idempotency-Key is remembered", field: func(c *Config) any { return &c.IdempotencyWindow }},
 	{Key: "max_header_bytes", Usage: "size limit of a request's headers", field: func(c *Config) any { return &c.MaxHeaderBytes }},
 	{Key: "keepalive", Reloadable: true, Usage: "SSE comment and WebSocket ping interval", field: func(c *Config) any { return &c.Keepalive }},

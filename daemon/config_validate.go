@@ -112,6 +112,7 @@ func (c Config) problems() []*ConfigError {
 	default:
 		check("max_body_bytes", bytesInRange(c.MaxBodyBytes, minEventBytes, maxBodyBytes))
 	}
+	check("max_inflight_body_bytes", atLeastBytes(c.MaxInflightBodyBytes, minBufferBytes))
 	if c.IdempotencyWindow < time.Second || c.IdempotencyWindow > 24*time.Hour {
 		add("idempotency_window", "must be between 1s and 24h, got %v", c.IdempotencyWindow)
 	}

@@ -65,6 +65,9 @@ func asError(err error) *Error {
 // writeError answers with err as a JSON error body.
 func writeError(w http.ResponseWriter, err error) {
 	e := asError(err)
+	if e.Code == wire.CodeBusy {
+		w.Header().Set("Retry-After", "1")
+	}
 	writeJSON(w, e.Status, wire.ErrorBody{Error: wire.ErrorDetail{Code: e.Code, Message: e.Message}})
 }
 

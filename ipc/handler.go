@@ -23,9 +23,11 @@ import (
 const (
 	DefaultMaxEventBytes = 1 << 20
 	DefaultMaxBatch      = 1000
-	DefaultKeepalive     = 15 * time.Second
-	DefaultWriteTimeout  = 30 * time.Second
-	DefaultBodyTimeout   = 30 * time.Second
+	// DefaultMaxInflightBodyBytes is Options.MaxInflightBodyBytes's default.
+	DefaultMaxInflightBodyBytes = 64 << 20
+	DefaultKeepalive            = 15 * time.Second
+	DefaultWriteTimeout         = 30 * time.Second
+	DefaultBodyTimeout          = 30 * time.Second
 	// MaxControlFrame is the largest WebSocket control frame a client may send.
 	MaxControlFrame = 64 << 10
 )
@@ -45,8 +47,14 @@ type Options struct {
 	// MaxEventBytes limits one event's size in a publish; default 1 MiB.
 	MaxEventBytes int64
 	// MaxBodyBytes limits a request body; default MaxBatch × MaxEventBytes,
-	// at most 64 MiB.
+	// at most 64 MiB. A body whose Content-Length says it is larger is
+	// refused with 413 before any of it is read.
 	MaxBodyBytes int64
+	// MaxInflightBodyBytes caps the request bodies being read at once,
+	// across every request (streaming publishes count their line
+	// buffers); past it a request is refused with 503 busy and
+	// Retry-After. Default 64 MiB. One body alone is always allowed.
+	MaxInflightBodyBytes int64
 	// Keepalive is the SSE comment / WebSocket ping interval; default 15 s.
 	Keepalive time.Duration
 	// WriteTimeout bounds one write of a stream's queued frames, so a peer
@@ -92,6 +100,9 @@ func (o *Options) fill() {
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = min(DefaultMaxBatch*o.MaxEventBytes, 64<<20)
+	}
+	if o.MaxInflightBodyBytes <= 0 {
+		o.MaxInflightBodyBytes = DefaultMaxInflightBodyBytes
 	}
 	if o.Keepalive <= 0 {
 		o.Keepalive = DefaultKeepalive
@@ -139,6 +150,7 @@ type Handler struct {
 	drainCancel context.CancelFunc
 	streams     sync.WaitGroup
 	open        atomic.Int64 // streams open now, for MaxStreams
+	inflight    atomic.Int64 // bytes of request bodies being read, for MaxInflightBodyBytes
 	metrics     *metrics
 }
 

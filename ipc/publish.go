@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/localbus/localbus/bus"
@@ -207,14 +205,14 @@ func (h *Handler) servePublish(w http.ResponseWriter, r *http.Request, c Caller)
 		h.publishStream(w, r, r.Body, c, id, originator, ack == wire.AckLine)
 		return
 	}
-	body, err := readBody(w, r, o.MaxBodyBytes)
+	body, err := h.readBody(w, r, o.MaxBodyBytes)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	// The events' data point into the body until the bus has copied them.
-	defer putBody(body)
-	h.publishBody(w, r, c, id, originator, ndjson, body)
+	defer body.done()
+	h.publishBody(w, r, c, id, originator, ndjson, body.b)
 }
 
 // publishBody publishes a whole body (one event, a batch, or NDJSON as one
@@ -256,43 +254,6 @@ func (h *Handler) publishBody(w http.ResponseWriter, r *http.Request, c Caller, 
 	w.WriteHeader(http.StatusOK)
 	w.Write(b)
 	return true
-}
-
-// bodyPool keeps publish bodies' buffers, up to maxPooledBody each: a
-// batch of a thousand events is a few hundred KiB, which io.ReadAll would
-// grow by doubling and leave to the collector on every request.
-var bodyPool sync.Pool
-
-const maxPooledBody = 1 << 20
-
-// readBody reads a request body of at most limit bytes into a buffer that
-// putBody takes back.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	rd := http.MaxBytesReader(w, r.Body, limit)
-	if r.ContentLength < 0 || r.ContentLength > maxPooledBody {
-		return io.ReadAll(rd)
-	}
-	var b []byte
-	if p, ok := bodyPool.Get().(*[]byte); ok && cap(*p) >= int(r.ContentLength) {
-		b = (*p)[:r.ContentLength]
-	} else {
-		b = make([]byte, r.ContentLength, max(r.ContentLength, 64<<10))
-	}
-	if _, err := io.ReadFull(rd, b); err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			err = errorf(http.StatusBadRequest, wire.CodeInvalidBody, "the body is shorter than its Content-Length")
-		}
-		return nil, err
-	}
-	// Anything past Content-Length: net/http reports it as the end of the
-	// body, which is all a well-formed request has.
-	return b, nil
-}
-
-func putBody(b []byte) {
-	if cap(b) <= maxPooledBody {
-		bodyPool.Put(&b)
-	}
 }
 
 // publish publishes a batch and records its latency.

@@ -57,12 +57,13 @@ func printable(s string) bool {
 
 // publishOnce serves a publish with an Idempotency-Key.
 func (h *Handler) publishOnce(w http.ResponseWriter, r *http.Request, c Caller, p publishReq, key string) {
-	body, err := readBody(w, r, h.options().MaxBodyBytes)
+	bd, err := h.readBody(w, r, h.options().MaxBodyBytes)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	defer putBody(body)
+	defer bd.done()
+	body := bd.b
 	d := sha256.New()
 	d.Write([]byte(strconv.FormatBool(p.ndjson) + "," + strconv.FormatBool(p.streaming) + "," + p.ack + "\n"))
 	d.Write(body)

@@ -85,7 +85,13 @@ func (h *Handler) publishStream(w http.ResponseWriter, r *http.Request, body io.
 // run reads and publishes until the body ends or a line fails.
 func (ps *pubStream) run(body io.Reader) error {
 	maxLine := int(ps.o.MaxEventBytes) + 4096 // room for blanks around the longest event
-	buf := make([]byte, min(streamBuf, maxLine))
+	// The line buffer counts against the in-flight body budget.
+	size := min(streamBuf, maxLine)
+	if !ps.h.reserveBody(int64(size)) {
+		return errBusy
+	}
+	defer func() { ps.h.releaseBody(int64(size)) }()
+	buf := make([]byte, size)
 	rd, wr := 0, 0 // buf[rd:wr] is read and not yet processed
 	for {
 		if wr == len(buf) {
@@ -94,7 +100,12 @@ func (ps *pubStream) run(body io.Reader) error {
 				wr = copy(buf, buf[rd:wr])
 				rd = 0
 			case len(buf) < maxLine:
-				nb := make([]byte, min(2*len(buf), maxLine))
+				grow := min(2*len(buf), maxLine)
+				if !ps.h.reserveBody(int64(grow - size)) {
+					return errBusy
+				}
+				size = grow
+				nb := make([]byte, grow)
 				copy(nb, buf[:wr])
 				buf = nb
 			default:
@@ -275,6 +286,9 @@ func (ps *pubStream) fail(err error) {
 		// read up to 256 KiB of it before answering, which for a slow
 		// producer means waiting out the idle limit.
 		ps.w.Header().Set("Connection", "close")
+		if e.Code == wire.CodeBusy {
+			ps.w.Header().Set("Retry-After", "1")
+		}
 		writeJSON(ps.w, e.Status, body)
 		return
 	}

@@ -63,8 +63,11 @@ const (
 	// 431: the request line and headers are too large.
 	CodeHeadersTooLarge = "headers_too_large"
 
-	// 503: the daemon is shutting down, not ready yet, or cannot reload.
+	// 503: the daemon is shutting down, not ready yet, cannot reload, or
+	// is reading as many request bodies as max_inflight_body_bytes allows
+	// (busy, with Retry-After).
 	CodeShuttingDown      = "shutting_down"
+	CodeBusy              = "busy"
 	CodeNotReady          = "not_ready"
 	CodeReloadUnavailable = "reload_unavailable"
 

@@ -1,0 +1,103 @@
+package ipc_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/localbus/localbus/ipc"
+	"github.com/localbus/localbus/ipc/ipctest"
+	"github.com/localbus/localbus/ipc/wire"
+)
+
+// rawPost sends a POST's headers, with Content-Length n, and the first
+// bytes of its body, on a connection of its own; the caller sends the rest
+// or reads the reply.
+func rawPost(t *testing.T, srv *ipctest.Server, path string, n int, first []byte) (*bufio.Reader, func([]byte)) {
+	t.Helper()
+	conn, err := srv.Dial(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(ipctest.Wait))
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", path, ipctest.Host, n)
+	conn.Write(first)
+	return bufio.NewReader(conn), func(b []byte) { conn.Write(b) }
+}
+
+func readHTTPReply(t *testing.T, br *bufio.Reader) *ipctest.Response {
+	t.Helper()
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("reading the reply: %v", err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(resp.Body)
+	return &ipctest.Response{Status: resp.StatusCode, Header: resp.Header, Body: b.Bytes()}
+}
+
+// TestBodyOverLimitIsRefusedBeforeReading: a Content-Length over
+// max_body_bytes gets 413 at once, though the body never comes; other
+// publishes go on.
+func TestBodyOverLimitIsRefusedBeforeReading(t *testing.T) {
+	srv := ipctest.New(t, ipctest.Options{Hub: hubOpts(), Handler: ipc.Options{MaxBodyBytes: 1 << 20, BodyTimeout: time.Minute}})
+	br, _ := rawPost(t, srv, "/api/v1/sessions/s/events", 100<<20, []byte(`[`))
+	r := readHTTPReply(t, br) // the body never comes: only a refusal before reading answers
+	if r.Status != http.StatusRequestEntityTooLarge || r.ErrorBody(t).Error.Code != wire.CodeBodyTooLarge {
+		t.Fatalf("100 MB Content-Length = %d %s, want 413 %s", r.Status, r.Body, wire.CodeBodyTooLarge)
+	}
+	if _, ok := srv.Hub.Session("s"); ok {
+		t.Error("the refused publish created its session")
+	}
+	srv.Publish(t, "s", ipctest.Event{Type: "t:a", Data: "1"})
+}
+
+// TestInflightBodiesAreCapped: while one body holds most of
+// max_inflight_body_bytes, another large one is refused with 503 busy and
+// Retry-After, a small one goes through, and once the first is done the
+// large one is taken again.
+func TestInflightBodiesAreCapped(t *testing.T) {
+	const limit = 1 << 20
+	srv := ipctest.New(t, ipctest.Options{Hub: hubOpts(), Handler: ipc.Options{MaxBodyBytes: limit, MaxInflightBodyBytes: limit, BodyTimeout: time.Minute}})
+	big := 600 << 10
+	// An array of big-2 bytes of padding around one event: valid JSON.
+	payload := []byte(`[{"type":"t:a","data":"` + strings.Repeat("x", big-26) + `"}]`)
+	if len(payload) != big {
+		t.Fatalf("payload is %d bytes", len(payload))
+	}
+	held, rest := rawPost(t, srv, "/api/v1/sessions/s/events", big, payload[:1])
+	other := func() *ipctest.Response {
+		ctx, cancel := context.WithTimeout(context.Background(), ipctest.Wait)
+		defer cancel()
+		r, err := srv.Request(ctx, http.MethodPost, "/api/v1/sessions/other/events", nil, payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// The held body's reservation lands when its handler runs: until then
+	// the other one passes.
+	var refused *ipctest.Response
+	ipctest.Eventually(t, ipctest.Wait, "a second large body refused", func() bool {
+		refused = other()
+		return refused.Status != http.StatusOK
+	})
+	if refused.Status != http.StatusServiceUnavailable || refused.ErrorBody(t).Error.Code != wire.CodeBusy || refused.Header.Get("Retry-After") == "" {
+		t.Fatalf("second large body = %d %s (Retry-After %q), want 503 busy with Retry-After", refused.Status, refused.Body, refused.Header.Get("Retry-After"))
+	}
+	srv.Publish(t, "small", ipctest.Event{Type: "t:a", Data: "1"})
+	rest(payload[1:])
+	if r := readHTTPReply(t, held); r.Status != http.StatusOK {
+		t.Fatalf("held publish = %d %s", r.Status, r.Body)
+	}
+	if r := other(); r.Status != http.StatusOK {
+		t.Fatalf("large body once the first is done = %d %s, want 200", r.Status, r.Body)
+	}
+}
