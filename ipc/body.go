@@ -37,7 +37,6 @@ func (h *Handler) reserveBody(n int64) bool {
 // releaseBody gives n bytes back to the in-flight budget.
 func (h *Handler) releaseBody(n int64) { h.inflight.Add(-n) }
 
-
 // bodyPool keeps publish bodies' buffers, up to maxPooledBody each: a
 // batch of a thousand events is a few hundred KiB, which io.ReadAll would
 // grow by doubling and leave to the collector on every request.
@@ -56,8 +55,8 @@ type body struct {
 func (b *body) done() {
 	b.h.releaseBody(b.reserved)
 	b.reserved = 0
-	if b.b != nil && cap(b.b) <= maxPooledBody {
-		bodyPool.Put(&b.b)
+	if buf := b.b; buf != nil && cap(buf) <= maxPooledBody {
+		bodyPool.Put(&buf)
 	}
 	b.b = nil
 }

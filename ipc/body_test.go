@@ -82,13 +82,12 @@ func TestInflightBodiesAreCapped(t *testing.T) {
 		}
 		return r
 	}
-	// The held body's reservation lands when its handler runs: until then
-	// the other one passes.
-	var refused *ipctest.Response
-	ipctest.Eventually(t, ipctest.Wait, "a second large body refused", func() bool {
-		refused = other()
-		return refused.Status != http.StatusOK
+	ipctest.Eventually(t, ipctest.Wait, "the held body in flight", func() bool {
+		return srv.Handler.InflightBodyBytes() >= int64(big)
 	})
+	// Headers alone: the refusal comes before any of the body is read.
+	br, _ := rawPost(t, srv, "/api/v1/sessions/other/events", big, nil)
+	refused := readHTTPReply(t, br)
 	if refused.Status != http.StatusServiceUnavailable || refused.ErrorBody(t).Error.Code != wire.CodeBusy || refused.Header.Get("Retry-After") == "" {
 		t.Fatalf("second large body = %d %s (Retry-After %q), want 503 busy with Retry-After", refused.Status, refused.Body, refused.Header.Get("Retry-After"))
 	}

@@ -1,0 +1,5 @@
+package ipc
+
+// InflightBodyBytes returns the bytes of request bodies being read now,
+// for tests.
+func (h *Handler) InflightBodyBytes() int64 { return h.inflight.Load() }
