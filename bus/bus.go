@@ -116,10 +116,33 @@ type Bus struct {
 	mu     sync.Mutex // guards the fields below; taken before any Subscription.mu
 	closed bool
 	store  Store
-	lastID uint64
+	lastID uint64 // last id assigned
+	shown  uint64 // last id durable and delivered: what subscribers and replays see
 	limits Limits
 	subs   []*Subscription
 	frames []*Frame // scratch for Publish, reused under mu
+
+	// pending are batches written to a DeferredStore and not yet known to
+	// be durable, in id order; failed is the error that made one of them
+	// undurable, after which the bus refuses every publish.
+	pending []pendingBatch
+	failed  error
+}
+
+// pendingBatch is a batch on its way to durability.
+type pendingBatch struct {
+	mark    uint64 // the store's mark past it
+	durable bool   // durable when written (behind a batch that was not)
+	frames  []*Frame
+}
+
+// A Staged is a batch that has its ids and is written to the bus's store,
+// on its way to durability: [Bus.Finish] waits for it and delivers it.
+type Staged struct {
+	// First and Last are the ids assigned.
+	First, Last uint64
+	mark        uint64
+	wait        bool // the batch was not durable when written
 }
 
 // counters are the bus's cumulative figures, read without the lock.
@@ -157,7 +180,8 @@ func New(opts Options) (*Bus, error) {
 	} else {
 		st.SetLimits(l.RingSize, l.RingMaxBytes)
 	}
-	return &Bus{session: opts.Session, epoch: epoch, store: st, lastID: st.LastID(), limits: l}, nil
+	last := st.LastID()
+	return &Bus{session: opts.Session, epoch: epoch, store: st, lastID: last, shown: last, limits: l}, nil
 }
 
 // NewEpoch returns a fresh random epoch name.
@@ -173,21 +197,23 @@ func (b *Bus) Session() string { return b.session }
 // Epoch returns the name of this run of the bus's id sequence.
 func (b *Bus) Epoch() string { return b.epoch }
 
-// LastID returns the last id assigned, 0 before any.
+// LastID returns the last id published, 0 before any: with a
+// DeferredStore, the last id that is durable and delivered (an id assigned
+// to a batch still on its way to durability is not shown).
 func (b *Bus) LastID() uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.lastID
+	return b.shown
 }
 
-// LastFrame returns the frame of the last id assigned while the ring still
-// holds it, else nil.
+// LastFrame returns the frame of the last id published (as LastID) while
+// the ring still holds it, else nil.
 func (b *Bus) LastFrame() *Frame {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var last *Frame
-	if b.lastID > 0 {
-		b.store.Scan(b.lastID, func(f *Frame) bool {
+	if b.shown > 0 {
+		b.store.Scan(b.shown, func(f *Frame) bool {
 			last = f
 			return false
 		})
@@ -199,24 +225,41 @@ func (b *Bus) LastFrame() *Frame {
 func (b *Bus) EarliestID() uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.store.Earliest()
+	return b.earliestLocked()
+}
+
+// earliestLocked is the oldest id in the ring that is shown, 0 when there
+// is none. b.mu must be held.
+func (b *Bus) earliestLocked() uint64 {
+	e := b.store.Earliest()
+	if e > b.shown {
+		return 0
+	}
+	return e
 }
 
 // Publish validates, encodes and appends events as one all-or-nothing batch,
 // then queues them to every subscriber whose filter matches. It returns the
 // first and last id assigned. Bad input is an *InputError and burns no id;
 // on a closed bus it returns ErrClosed. Publish never blocks on a subscriber:
-// one that cannot keep up is evicted.
+// one that cannot keep up is evicted. With a DeferredStore it returns once
+// the batch is durable and delivered (see [Bus.Stage]).
 func (b *Bus) Publish(events ...Event) (first, last uint64, err error) {
-	_, first, last, err = b.publish(events, false, nil, false)
-	return first, last, err
+	_, st, err := b.publish(events, false, nil, false)
+	if err != nil {
+		return 0, 0, err
+	}
+	return st.First, st.Last, b.Finish(st)
 }
 
 // PublishDaemon is Publish for the daemon's own events: it also accepts the
 // reserved family localbus (never stream).
 func (b *Bus) PublishDaemon(events ...Event) (first, last uint64, err error) {
-	_, first, last, err = b.publish(events, true, nil, false)
-	return first, last, err
+	_, st, err := b.publish(events, true, nil, false)
+	if err != nil {
+		return 0, 0, err
+	}
+	return st.First, st.Last, b.Finish(st)
 }
 
 // PublishFrames is Publish that also appends the events' frames, in id
@@ -225,17 +268,86 @@ func (b *Bus) PublishDaemon(events ...Event) (first, last uint64, err error) {
 // global bus. The frames are shared with the ring and every subscriber;
 // they must not be modified.
 func (b *Bus) PublishFrames(dst []*Frame, events ...Event) ([]*Frame, error) {
-	frames, _, _, err := b.publish(events, false, dst, true)
+	frames, st, err := b.StageFrames(dst, events...)
 	if err != nil {
+		return dst, err
+	}
+	if err := b.Finish(st); err != nil {
 		return dst, err
 	}
 	return frames, nil
 }
 
+// StageFrames is the first half of PublishFrames: it validates and encodes
+// events, gives them their ids and writes them to the store, under the bus
+// lock, and returns. When the store is a DeferredStore that did not make
+// them durable at once, nobody sees them until [Bus.Finish] has waited for
+// them: concurrent publishers then share that wait (group commit), and
+// subscribers get every batch in id order once it is durable. Otherwise
+// they are delivered before StageFrames returns. Every successful
+// StageFrames must be followed by Finish.
+func (b *Bus) StageFrames(dst []*Frame, events ...Event) ([]*Frame, Staged, error) {
+	frames, st, err := b.publish(events, false, dst, true)
+	if err != nil {
+		return dst, Staged{}, err
+	}
+	return frames, st, nil
+}
+
+// Finish waits until the staged batch is durable, then delivers it and
+// every earlier batch that is durable, in id order, and returns. An error
+// means the batch never became durable: it is delivered to no one, its
+// ids are not reused, and the bus refuses every publish from then on.
+func (b *Bus) Finish(st Staged) error {
+	if !st.wait {
+		return nil
+	}
+	durable, err := b.store.(DeferredStore).WaitDurable(st.mark)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil {
+		if b.failed == nil {
+			b.failed = err
+		}
+		// No batch from this one on will be durable: drop them.
+		keep := b.pending[:0]
+		for _, p := range b.pending {
+			if p.mark < st.mark {
+				keep = append(keep, p)
+			}
+		}
+		clear(b.pending[len(keep):])
+		b.pending = keep
+		return err
+	}
+	b.deliverDurableLocked(durable)
+	return nil
+}
+
+// deliverDurableLocked delivers, in order, the pending batches that are
+// durable up to the store's mark durable. b.mu must be held.
+func (b *Bus) deliverDurableLocked(durable uint64) {
+	n := 0
+	for ; n < len(b.pending); n++ {
+		p := &b.pending[n]
+		if !p.durable && p.mark > durable {
+			break
+		}
+		b.shown = p.frames[len(p.frames)-1].ID
+		b.deliverLocked(p.frames)
+	}
+	if n == 0 {
+		return
+	}
+	rest := copy(b.pending, b.pending[n:])
+	clear(b.pending[rest:])
+	b.pending = b.pending[:rest]
+}
+
 // publish prepares events and commits them; see commit for dst and keep.
-func (b *Bus) publish(events []Event, allowLocalbus bool, dst []*Frame, keep bool) (frames []*Frame, first, last uint64, err error) {
+func (b *Bus) publish(events []Event, allowLocalbus bool, dst []*Frame, keep bool) (frames []*Frame, st Staged, err error) {
 	if len(events) == 0 {
-		return nil, 0, 0, inputError("events", "", "empty batch")
+		return nil, Staged{}, inputError("events", "", "empty batch")
 	}
 	var one [1]prepared
 	preps := one[:0]
@@ -250,41 +362,59 @@ func (b *Bus) publish(events []Event, allowLocalbus bool, dst []*Frame, keep boo
 	for i := range events {
 		p, err := prepare(&events[i], b.session, allowLocalbus)
 		if err != nil {
-			return nil, 0, 0, err
+			return nil, Staged{}, err
 		}
 		preps = append(preps, p)
 	}
 	return b.commit(preps, dst, keep)
 }
 
-// commit gives preps their ids, appends their frames to the store and
-// queues them to the subscribers, all under b.mu. With keep it appends the
-// frames to dst and returns the result; otherwise it builds them in the
-// bus's scratch slice and returns nil.
-func (b *Bus) commit(preps []prepared, dst []*Frame, keep bool) (frames []*Frame, first, last uint64, err error) {
+// commit gives preps their ids and appends their frames to the store,
+// under b.mu. When they are durable (and no earlier batch is waiting) it
+// queues them to the subscribers at once; otherwise Finish does, once they
+// are. With keep it appends the frames to dst and returns the result;
+// otherwise it builds them in the bus's scratch slice and returns nil.
+func (b *Bus) commit(preps []prepared, dst []*Frame, keep bool) (frames []*Frame, st Staged, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return nil, 0, 0, ErrClosed
+		return nil, Staged{}, ErrClosed
+	}
+	if b.failed != nil {
+		return nil, Staged{}, b.failed
 	}
 	if !keep {
 		dst = b.frames[:0]
 	}
 	frames = buildFrames(dst, preps, b.lastID+1)
-	if err := b.store.Append(frames[len(dst):]); err != nil {
-		clear(frames[len(dst):])
-		return nil, 0, 0, err
+	batch := frames[len(dst):]
+	durable := true
+	var mark uint64
+	if ds, ok := b.store.(DeferredStore); ok {
+		mark, durable, err = ds.AppendDeferred(batch)
+	} else {
+		err = b.store.Append(batch)
 	}
-	first, last = b.lastID+1, b.lastID+uint64(len(preps))
-	b.lastID = last
+	if err != nil {
+		clear(batch)
+		return nil, Staged{}, err
+	}
+	st = Staged{First: b.lastID + 1, Last: b.lastID + uint64(len(preps)), mark: mark}
+	b.lastID = st.Last
 	b.stats.published.Add(uint64(len(preps)))
-	b.deliverLocked(frames[len(dst):])
+	if durable && len(b.pending) == 0 {
+		b.shown = st.Last
+		b.deliverLocked(batch)
+	} else {
+		st.wait = true
+		b.pending = append(b.pending, pendingBatch{mark: mark, durable: durable, frames: slices.Clone(batch)})
+	}
 	if keep {
-		return frames, first, last, nil
+		return frames, st, nil
 	}
 	clear(frames)
 	b.frames = frames[:0]
-	return nil, first, last, nil
+	return nil, st, nil
 }
 
 // deliverLocked queues frames to every matching subscriber, evicting those
@@ -469,8 +599,8 @@ func (b *Bus) openLocked(s *Subscription, opts SubscribeOptions) {
 		c := b.cursorAtLocked(opts.Since)
 		opts.Cursor, opts.Epoch = &c, ""
 	}
-	earliest := b.store.Earliest()
-	ready := ReadyData{LastID: b.lastID, EarliestID: nullable(earliest), Epoch: b.epoch, MaxQueued: s.maxQueued}
+	earliest := b.earliestLocked()
+	ready := ReadyData{LastID: b.shown, EarliestID: nullable(earliest), Epoch: b.epoch, MaxQueued: s.maxQueued}
 	if f := opts.Filter; f != nil {
 		ready.Types = f.Types()
 	} else if s.family != "" {
@@ -481,7 +611,7 @@ func (b *Bus) openLocked(s *Subscription, opts SubscribeOptions) {
 		c := *opts.Cursor
 		ready.Cursor = &c
 	case !opts.CursorIgnored:
-		c := b.lastID
+		c := b.shown
 		ready.Cursor = &c
 	}
 	s.pushForcedLocked(reservedFrame(TypeReady, s.session, ready))
@@ -493,21 +623,24 @@ func (b *Bus) openLocked(s *Subscription, opts SubscribeOptions) {
 	from := cursor + 1
 	gap := ""
 	switch {
-	case cursor > b.lastID || (opts.Epoch != "" && opts.Epoch != b.epoch):
+	case cursor > b.shown || (opts.Epoch != "" && opts.Epoch != b.epoch):
 		gap, from = GapEpochReset, 0
 		b.stats.gapEpochReset.Add(1)
-	case earliest > from || (earliest == 0 && cursor < b.lastID):
+	case earliest > from || (earliest == 0 && cursor < b.shown):
 		gap = GapRingEvicted
 		b.stats.gapRingEvicted.Add(1)
 	}
 	if gap != "" {
 		s.pushForcedLocked(reservedFrame(TypeGap, s.session, GapData{
-			Reason: gap, LastDeliveredID: cursor, EarliestAvailableID: nullable(earliest), LastID: b.lastID,
+			Reason: gap, LastDeliveredID: cursor, EarliestAvailableID: nullable(earliest), LastID: b.shown,
 		}))
 	}
 	var count int
 	var lastReplayed uint64
 	b.store.Scan(from, func(f *Frame) bool {
+		if f.ID > b.shown {
+			return false // not durable yet: Finish delivers it live
+		}
 		if s.matches(f.Type) {
 			s.pushForcedLocked(f)
 			count++
@@ -524,10 +657,11 @@ func (b *Bus) openLocked(s *Subscription, opts SubscribeOptions) {
 // must be held.
 func (b *Bus) cursorAtLocked(t time.Time) uint64 {
 	t = t.Truncate(time.Millisecond)
-	earliest, n := b.store.Earliest(), b.store.Len()
+	earliest, n := b.earliestLocked(), b.store.Len()
 	if earliest == 0 || n == 0 {
 		return 0
 	}
+	n = min(n, int(b.shown-earliest+1)) // what is shown, not what is on its way
 	before := func(id uint64) bool {
 		var ts time.Time
 		b.store.Scan(id, func(f *Frame) bool {
@@ -634,7 +768,7 @@ type Stats struct {
 func (b *Bus) Stats() Stats {
 	b.mu.Lock()
 	s := Stats{
-		Session: b.session, Epoch: b.epoch, LastID: b.lastID, EarliestID: b.store.Earliest(),
+		Session: b.session, Epoch: b.epoch, LastID: b.shown, EarliestID: b.earliestLocked(),
 		RingLen: b.store.Len(), RingBytes: b.store.Bytes(), Subscribers: len(b.subs), Limits: b.limits,
 	}
 	b.mu.Unlock()

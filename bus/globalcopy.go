@@ -46,15 +46,25 @@ type Copies struct {
 // with a Session, or a frame that is not an event its batch's From
 // encoded; ErrClosed on a closed bus; or the store's error.
 func (b *Bus) PublishCopies(batches ...Copies) (first, last uint64, err error) {
+	st, err := b.StageCopies(batches...)
+	if err != nil {
+		return 0, 0, err
+	}
+	return st.First, st.Last, b.Finish(st)
+}
+
+// StageCopies is the first half of PublishCopies, as StageFrames is of
+// PublishFrames: follow it with [Bus.Finish].
+func (b *Bus) StageCopies(batches ...Copies) (Staged, error) {
 	n := 0
 	for _, c := range batches {
 		n += len(c.Frames)
 	}
 	if n == 0 {
-		return 0, 0, inputError("events", "", "empty batch")
+		return Staged{}, inputError("events", "", "empty batch")
 	}
 	if b.session != "" {
-		return 0, 0, inputError("session", b.session, "copies go on the global bus")
+		return Staged{}, inputError("session", b.session, "copies go on the global bus")
 	}
 	var one [1]prepared
 	preps := one[:0]
@@ -69,12 +79,12 @@ func (b *Bus) PublishCopies(batches ...Copies) (first, last uint64, err error) {
 	origins := make([]Origin, n)
 	for _, c := range batches {
 		if c.From == nil && len(c.Frames) > 0 {
-			return 0, 0, inputError("frames", "", "copies of no session")
+			return Staged{}, inputError("frames", "", "copies of no session")
 		}
 		for _, f := range c.Frames {
 			p, ok := prepareCopy(f, c.From.session)
 			if !ok {
-				return 0, 0, inputError("frames", "", "not an event of session "+c.From.session)
+				return Staged{}, inputError("frames", "", "not an event of session "+c.From.session)
 			}
 			o := &origins[len(preps)]
 			*o = Origin{Session: c.From.session, Epoch: c.From.epoch, Seq: f.ID}
@@ -82,8 +92,8 @@ func (b *Bus) PublishCopies(batches ...Copies) (first, last uint64, err error) {
 			preps = append(preps, p)
 		}
 	}
-	_, first, last, err = b.commit(preps, nil, false)
-	return first, last, err
+	_, st, err := b.commit(preps, nil, false)
+	return st, err
 }
 
 // prepareCopy encodes everything but the id of the copy of f, an event of

@@ -28,6 +28,25 @@ type Store interface {
 	SetLimits(maxLen int, maxBytes int64)
 }
 
+// A DeferredStore is a Store whose appends may become durable after Append
+// returns, so that concurrent publishers can share the wait (group commit).
+// A bus whose store is one writes a batch under its lock with
+// AppendDeferred, releases the lock, waits with WaitDurable, and only then
+// delivers the batch to subscribers and shows it to replays, in id order.
+type DeferredStore interface {
+	Store
+	// AppendDeferred is Append that does not wait for the frames to be
+	// durable. The frames are retained at once (the bus shows them to no
+	// one before they are durable). It returns the mark to pass to
+	// WaitDurable, and durable true when they already are durable (or the
+	// store promises no more than a write). On error nothing was added.
+	AppendDeferred(frames []*Frame) (mark uint64, durable bool, err error)
+	// WaitDurable returns once everything appended up to mark is durable,
+	// with the store's durable mark then, at least mark. An error means
+	// that mark, and every later one, will never be durable.
+	WaitDurable(mark uint64) (durable uint64, err error)
+}
+
 // Errors a Store's Append may return, wrapped or not, that the layers above
 // the bus answer in their own terms (the router maps them to HTTP statuses)
 // without knowing which Store failed. Test for them with errors.Is.

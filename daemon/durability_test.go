@@ -43,13 +43,19 @@ type acked struct {
 // at a time, until stopped; failed requests (the daemon is down) are
 // retried with the next batch.
 func publishBatches(t testing.TB, d *daemontest.Daemon, session string) *acked {
+	return publishFrom(t, d, session, 0, 5)
+}
+
+// publishFrom is publishBatches with the events' sequence numbers starting
+// at n (so that publishers to one session tell their events apart) and
+// batches of 1 to most events.
+func publishFrom(t testing.TB, d *daemontest.Daemon, session string, n, most int) *acked {
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &acked{cancel: cancel, done: make(chan struct{}), ids: map[uint64]int{}}
 	go func() {
 		defer close(a.done)
-		n := 0
 		for k := 0; ctx.Err() == nil; k++ {
-			size := 1 + k%5
+			size := 1 + k%most
 			var evs []string
 			for i := range size {
 				evs = append(evs, fmt.Sprintf(`{"type":"dur:ev","data":{"n":%d}}`, n+i))
@@ -266,6 +272,80 @@ func TestKillNineLosesNoAcknowledgedEvent(t *testing.T) {
 		}
 		checkFollowers(t, fl[4*i:4*i+4], last+1)
 	}
+}
+
+// TestKillNineUnderConcurrentPublishersToOneSessionLosesNothing kills the
+// daemon with SIGKILL while 16 publishers publish single events (and a few
+// small batches) concurrently to one session with fsync "always", so that
+// they share syncs (group commit). After a restart every acknowledged event
+// is stored with its data, every id a follower saw before the kill is still
+// there, ids continue and the epoch is kept.
+func TestKillNineUnderConcurrentPublishersToOneSessionLosesNothing(t *testing.T) {
+	dir := t.TempDir()
+	opts := daemontest.Options{Dir: dir, Durable: true, Args: []string{"--fsync", "always"}}
+	d := daemontest.Start(t, opts)
+	const session, publishers = "one", 16
+	createSession(t, d, session)
+	epoch := sessionInfo(t, d, session).Epoch
+	fl := followers(t, d, session, daemontest.FollowOptions{})
+	var pubs []*acked
+	for p := range publishers {
+		// Single events; half the publishers send every other request as a pair.
+		pubs = append(pubs, publishFrom(t, d, session, p*1_000_000, 1+p%2))
+	}
+	waitFor(t, "1,000 events acknowledged", func() bool {
+		n := 0
+		for _, p := range pubs {
+			n += p.count()
+		}
+		return n >= 1000
+	})
+	d.Kill(t)
+	seen := uint64(0)
+	for _, f := range fl {
+		seen = max(seen, f.Last())
+	}
+	for _, p := range pubs {
+		p.stop()
+	}
+
+	d2 := daemontest.Start(t, opts)
+	envs := replay(t, d2, session, 0)
+	last := sessionInfo(t, d2, session).LastID
+	if seen > last {
+		t.Errorf("a follower saw id %d before the kill; after the restart the last id is %d", seen, last)
+	}
+	for i, p := range pubs {
+		p.mu.Lock()
+		for id, n := range p.ids {
+			if id > uint64(len(envs)) || envs[id-1].ID != id {
+				t.Errorf("publisher %d: acknowledged id %d is lost (lastId %d)", i, id, last)
+				continue
+			}
+			var data struct {
+				N int `json:"n"`
+			}
+			json.Unmarshal(envs[id-1].Data, &data)
+			if data.N != n {
+				t.Errorf("publisher %d: id %d holds n=%d, want the acknowledged n=%d", i, id, data.N, n)
+			}
+		}
+		p.mu.Unlock()
+	}
+	var ids []uint64
+	for _, e := range envs {
+		ids = append(ids, e.ID)
+	}
+	if diff := cmp.Diff(upTo(last), ids); diff != "" {
+		t.Errorf("stored ids are not 1..%d (-want +got):\n%s", last, diff)
+	}
+	if got := sessionInfo(t, d2, session).Epoch; got != epoch {
+		t.Errorf("epoch %q after kill -9 with fsync always, want %q", got, epoch)
+	}
+	if id := publish(t, d2, session, "dur:after", "0"); id != last+1 {
+		t.Errorf("first id after the restart = %d, want %d", id, last+1)
+	}
+	checkFollowers(t, fl, last+1)
 }
 
 // TestRestartUnderSocketActivationLosesNothing restarts the daemon under

@@ -13,12 +13,14 @@
 //
 // # The global copy
 //
-// [Hub.Publish] publishes a batch on the session's bus with
-// [bus.Bus.PublishFrames], then hands those frames to
-// [bus.Bus.PublishCopies] on the global bus, which builds each copy from its
-// frame's bytes. With a journal, concurrent publishes of different sessions
-// are combined into one global batch (one journal record, one sync), in the
-// order they queued. Invariants:
+// [Hub.Publish] stages a batch on the session's bus with
+// [bus.Bus.StageFrames] (ids assigned, the journal record written), then
+// hands those frames to [bus.Bus.StageCopies] on the global bus, which
+// builds each copy from its frame's bytes, and only then waits, with
+// [bus.Bus.Finish] on both, for the records to be durable. No lock is held
+// across that wait, so concurrent publishers, to one session or to many,
+// share a sync (group commit), and each bus delivers its batches in id
+// order once they are durable. Invariants:
 //
 //   - A copy is the session event's envelope, byte for byte, with the global
 //     bus's "id" and a "seq" (the session's id) after "session": data,
@@ -35,27 +37,26 @@
 //     closed, or its journal failed, say a full disk): the session keeps
 //     its events; the global bus never held them, so no client misses a
 //     global id.
-//   - A session's event is on its bus (and durable in its journal, with
-//     fsync "always") before its copy gets a global id; a session's copies
-//     reach the global bus in seq order, each publish's copies on
-//     consecutive global ids.
+//   - A session's event is on its bus, and its journal record written,
+//     before its copy gets a global id; the copy's record follows it in the
+//     log, so the copy is durable (and shown to anyone) only once the
+//     session's event is. A session's copies reach the global bus in seq
+//     order, each publish's copies on consecutive global ids.
 //
 // # Locks
 //
 // Hub.mu guards the session map and settings; creating a session holds it
 // while the journal opens the session's store (Journal.OpenBus) and the
-// session's bus is made, and nothing else calls out under it. Session.publishMu is held from the session bus's
-// publish through the global one; nothing takes it while holding another
-// lock, and a publisher never takes a second session's. Hub.gmu guards the
-// queue of global publishes and is held alone, never while publishing: the
-// publisher that finds no leader becomes it and publishes what others
-// queued, while they wait on their own publishMu. So the order is:
+// session's bus is made, and nothing else calls out under it.
+// Session.publishMu is held from the session bus's stage through the global
+// one, never while waiting for durability; nothing takes it while holding
+// another lock, and a publisher never takes a second session's. So the
+// order is:
 //
 //	Hub.mu -> the journal (OpenBus, the new bus's store)
 //	Session.publishMu -> session bus.Bus.mu -> its store
 //	Session.publishMu -> global bus.Bus.mu -> the global store -> session stores (journal refs)
 //	bus.Bus.mu -> bus.Subscription.mu (package bus)
-//	Hub.gmu (alone)
 //	Hub.Delete: Session.publishMu (alone, once the bus is closed) -> the journal (Delete)
 //
 // # Deleting

@@ -91,10 +91,6 @@ type Durability struct {
 type Hub struct {
 	global *bus.Bus
 
-	gmu     sync.Mutex       // guards gqueue and gleader; taken alone
-	gqueue  []*globalPending // global publishes waiting for the leader
-	gleader bool             // a publisher is publishing gqueue
-
 	mu       sync.Mutex // guards the fields below
 	closed   bool
 	opts     Options
@@ -434,76 +430,44 @@ func (h *Hub) publish(id string, events []bus.Event, mirror bool) (first, last u
 			events[i].Time = now
 		}
 	}
+	// publishMu orders the session's batches onto the global bus; it is
+	// held while they are written, not while they are made durable, so
+	// concurrent publishers to one session share a sync (group commit).
 	s.publishMu.Lock()
-	defer s.publishMu.Unlock()
-	frames, err := s.Bus.PublishFrames(s.frames[:0], events...)
+	frames, st, err := s.Bus.StageFrames(s.frames[:0], events...)
 	if err != nil {
+		s.publishMu.Unlock()
 		if errors.Is(err, bus.ErrClosed) {
 			// Deleted between lookup and publish: as if it never existed.
 			return 0, 0, ErrNotFound
 		}
 		return 0, 0, err
 	}
-	h.publishGlobal(bus.Copies{From: s.Bus, Frames: frames})
-	first, last = frames[0].ID, frames[len(frames)-1].ID
+	// The frames are the session bus's own events, so the copies fail only
+	// when the global bus is closed (by Close) or its journal refuses the
+	// append: the session keeps the events, the global bus goes without
+	// them (they get no global id, so no client misses them).
+	gst, gerr := h.global.StageCopies(bus.Copies{From: s.Bus, Frames: frames})
+	first, last = st.First, st.Last
 	// Kept for the next publish, but not the frames (the ring decides how
 	// long they live) nor a large batch's array.
 	clear(frames)
 	if cap(frames) <= 64 {
 		s.frames = frames[:0]
 	}
+	s.publishMu.Unlock()
+	// The session's record was written before the global bus's, so the
+	// sync that makes it durable usually covers both.
+	if err := s.Bus.Finish(st); err != nil {
+		if gerr == nil {
+			h.global.Finish(gst)
+		}
+		return 0, 0, err
+	}
+	if gerr == nil {
+		h.global.Finish(gst)
+	}
 	return first, last, nil
-}
-
-// globalPending is one session publish's copies waiting to go onto the
-// global bus.
-type globalPending struct {
-	copies bus.Copies
-	done   chan struct{}
-}
-
-// publishGlobal puts the copies of a session's events on the global bus and
-// returns once they are there. With a journal, concurrent publishes are
-// combined: one of them publishes everything queued as one batch, so that
-// they share one journal record and one sync (with fsync "always" the
-// global bus would otherwise sync each publish's record in turn, under its
-// lock). Each session's copies stay together and in order, since its
-// publishMu is held.
-func (h *Hub) publishGlobal(c bus.Copies) {
-	// The frames are the session bus's own events, so PublishCopies fails
-	// only when the global bus is closed (by Close) or its journal refuses
-	// the append: the session keeps the events, the global bus goes
-	// without them (they get no global id, so no client misses them).
-	if h.opts.Journal == nil {
-		h.global.PublishCopies(c)
-		return
-	}
-	p := &globalPending{copies: c, done: make(chan struct{})}
-	h.gmu.Lock()
-	h.gqueue = append(h.gqueue, p)
-	if h.gleader {
-		h.gmu.Unlock()
-		<-p.done
-		return
-	}
-	h.gleader = true
-	var all []bus.Copies
-	for len(h.gqueue) > 0 {
-		queued := h.gqueue
-		h.gqueue = nil
-		h.gmu.Unlock()
-		all = all[:0]
-		for _, q := range queued {
-			all = append(all, q.copies)
-		}
-		h.global.PublishCopies(all...)
-		for _, q := range queued {
-			close(q.done)
-		}
-		h.gmu.Lock()
-	}
-	h.gleader = false
-	h.gmu.Unlock()
 }
 
 // open returns the session, creating it if AutoCreate (or mirror) allows and the events

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,8 +18,9 @@ import (
 // faultFile injects faults into a log segment.
 type faultFile struct {
 	File
-	full  *atomic.Bool  // writes store half their bytes, then fail with ENOSPC
-	delay time.Duration // each sync takes this long, like a slow disk
+	full     *atomic.Bool  // writes store half their bytes, then fail with ENOSPC
+	delay    time.Duration // each sync takes this long, like a slow disk
+	failSync *atomic.Bool  // syncs fail with EIO
 }
 
 func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
@@ -32,6 +34,9 @@ func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
 func (f *faultFile) Sync() error {
 	if f.delay > 0 {
 		time.Sleep(f.delay) // simulated device latency, not synchronisation
+	}
+	if f.failSync != nil && f.failSync.Load() {
+		return syscall.EIO
 	}
 	return f.File.Sync()
 }
@@ -113,6 +118,141 @@ func TestGroupCommitSharesSyncsAcrossBuses(t *testing.T) {
 			t.Errorf("bus %s: lastId %d, want %d", b.Session(), b.LastID(), batches*10)
 		}
 	}
+}
+
+// collect takes frames from sub until it holds n events or the wait ends,
+// and returns their ids.
+func collect(t *testing.T, sub *bus.Subscription, n int) []uint64 {
+	t.Helper()
+	var ids []uint64
+	deadline := time.After(10 * time.Second)
+	for len(ids) < n {
+		select {
+		case <-sub.Ready():
+		case <-deadline:
+			t.Fatalf("got %d events, want %d", len(ids), n)
+		}
+		frames, _ := sub.Take(nil)
+		for _, f := range frames {
+			if !f.Reserved() {
+				ids = append(ids, f.ID)
+			}
+		}
+	}
+	return ids
+}
+
+func TestGroupCommitSharesSyncsWithinOneSession(t *testing.T) {
+	var syncs atomic.Int64
+	h, _, _ := openHub(t, t.TempDir(), Options{
+		OnSync:   func() { syncs.Add(1) },
+		WrapFile: func(f File) File { return &faultFile{File: f, delay: 2 * time.Millisecond} },
+	}, 0)
+	if _, err := h.Create("s", 0); err != nil {
+		t.Fatal(err)
+	}
+	sess, _ := h.Session("s")
+	sub, err := sess.Bus.Subscribe(t.Context(), bus.SubscribeOptions{MaxQueued: 2048})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	gsub, err := h.Global().Subscribe(t.Context(), bus.SubscribeOptions{MaxQueued: 2048, Family: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gsub.Close()
+	const publishers, each = 16, 15
+	syncs.Store(0)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for p := range publishers {
+		wg.Go(func() {
+			<-start
+			for k := range each {
+				if _, _, err := h.Publish("s", events(p*each+k, 1, 100)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	const n = publishers * each
+	if got := syncs.Load(); got > n/2 {
+		t.Errorf("%d syncs for %d concurrent publishes to one session, want at most %d (shared)", got, n, n/2)
+	} else {
+		t.Logf("%d syncs for %d publishes", got, n)
+	}
+	if diff := cmp.Diff(span(1, n), collect(t, sub, n)); diff != "" {
+		t.Errorf("the session's subscriber got ids out of order (-want +got):\n%s", diff)
+	}
+	if got := collect(t, gsub, n); !slices.IsSorted(got) || len(got) != n {
+		t.Errorf("the global subscriber got %d ids, sorted %v", len(got), slices.IsSorted(got))
+	}
+}
+
+func TestFailedSyncUnderConcurrentPublishersDeliversOnlyADurablePrefix(t *testing.T) {
+	var failing atomic.Bool
+	var syncs atomic.Int64
+	h, _, _ := openHub(t, t.TempDir(), Options{
+		OnSync: func() {
+			// From the fifth sync on, the disk fails.
+			if syncs.Add(1) == 4 {
+				failing.Store(true)
+			}
+		},
+		WrapFile: func(f File) File { return &faultFile{File: f, delay: time.Millisecond, failSync: &failing} },
+	}, 0)
+	if _, err := h.Create("s", 0); err != nil {
+		t.Fatal(err)
+	}
+	sess, _ := h.Session("s")
+	sub, err := sess.Bus.Subscribe(t.Context(), bus.SubscribeOptions{MaxQueued: 2048})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	syncs.Store(0)
+	const publishers, each = 8, 20
+	var mu sync.Mutex
+	var acked []uint64
+	var wg sync.WaitGroup
+	for p := range publishers {
+		wg.Go(func() {
+			for k := range each {
+				_, last, err := h.Publish("s", events(p*each+k, 1, 100))
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				acked = append(acked, last)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if !failing.Load() {
+		t.Fatal("the disk never failed")
+	}
+	shown := sess.Bus.LastID()
+	var got []uint64
+	if shown > 0 {
+		got = collect(t, sub, int(shown))
+	}
+	if diff := cmp.Diff(span(1, shown), got); diff != "" {
+		t.Errorf("delivered ids are not the prefix up to %d (-want +got):\n%s", shown, diff)
+	}
+	for _, id := range acked {
+		if id > shown {
+			t.Errorf("id %d was acknowledged but not delivered (last delivered %d)", id, shown)
+		}
+	}
+	if _, _, err := h.Publish("s", events(0, 1, 10)); err == nil {
+		t.Error("a publish after a failed sync succeeded")
+	}
+	t.Logf("%d acknowledged, %d delivered before the disk failed", len(acked), shown)
 }
 
 func TestEverySyncModeSyncsAsDocumented(t *testing.T) {

@@ -162,9 +162,9 @@ const (
 	maxPooledArena  = 64 << 20
 )
 
-// log appends the record of frames of bus num (as refs, if not nil) and,
-// with SyncAlways, waits until it is durable. It returns the log offset
-// past the record and the segment that holds it.
+// log appends the record of frames of bus num (as refs, if not nil). It
+// returns the log offset past the record and the segment that holds it; it
+// does not wait for the record to be durable (see waitDurable).
 func (j *Journal) log(num uint64, frames []*bus.Frame, refs []refRun) (lsn, seq uint64, err error) {
 	bp := recordPool.Get().(*[]byte)
 	var rec []byte
@@ -185,11 +185,6 @@ func (j *Journal) log(num uint64, frames []*bus.Frame, refs []refRun) (lsn, seq 
 	if err != nil {
 		return 0, 0, err
 	}
-	if j.mode == SyncAlways {
-		if err := j.wal.syncTo(lsn); err != nil {
-			return 0, 0, err
-		}
-	}
 	if lsn >= j.compactAt.Load() {
 		select {
 		case j.kick <- struct{}{}:
@@ -197,6 +192,19 @@ func (j *Journal) log(num uint64, frames []*bus.Frame, refs []refRun) (lsn, seq 
 		}
 	}
 	return lsn, seq, nil
+}
+
+// waitDurable returns once the log is durable up to lsn as the sync mode
+// promises it (at once but with SyncAlways), and the log offset durable
+// then. Concurrent callers share syncs (group commit).
+func (j *Journal) waitDurable(lsn uint64) (uint64, error) {
+	if j.mode != SyncAlways {
+		return lsn, nil
+	}
+	if err := j.wal.syncTo(lsn); err != nil {
+		return 0, err
+	}
+	return max(lsn, j.wal.synced.Load()), nil
 }
 
 func (j *Journal) syncLoop() {

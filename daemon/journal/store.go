@@ -97,12 +97,26 @@ func (w *window) earliest() uint64 {
 }
 
 // Append implements bus.Store: it logs frames as one record, waits until
-// the record is durable with SyncAlways, then retains them. On error
-// (ErrDiskFull, ErrClosed, a failed sync) nothing is retained and nothing
-// of the record stays in the log.
+// the record is durable with SyncAlways, then returns. On error
+// (ErrDiskFull, ErrClosed) nothing is retained and nothing of the record
+// stays in the log; after a failed sync the frames are retained but the
+// journal refuses every later append.
 func (s *Store) Append(frames []*bus.Frame) error {
+	mark, durable, err := s.AppendDeferred(frames)
+	if err != nil || durable {
+		return err
+	}
+	_, err = s.WaitDurable(mark)
+	return err
+}
+
+// AppendDeferred implements bus.DeferredStore: it logs frames as one
+// record and retains them, and returns the log offset past the record,
+// which is durable at once unless the mode is SyncAlways. On error nothing
+// is retained and nothing of the record stays in the log.
+func (s *Store) AppendDeferred(frames []*bus.Frame) (mark uint64, durable bool, err error) {
 	if len(frames) == 0 {
-		return nil
+		return s.j.wal.end(), true, nil
 	}
 	var origins []origin
 	if s.session == "" {
@@ -111,14 +125,14 @@ func (s *Store) Append(frames []*bus.Frame) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.deleted {
-		return ErrClosed
+		return 0, false, ErrClosed
 	}
 	if frames[0].ID != s.lastID+1 {
-		return fmt.Errorf("journal: append of id %d after %d", frames[0].ID, s.lastID)
+		return 0, false, fmt.Errorf("journal: append of id %d after %d", frames[0].ID, s.lastID)
 	}
 	lsn, seq, err := s.j.log(s.num, frames, s.j.refsFor(origins))
 	if err != nil {
-		return err
+		return 0, false, err
 	}
 	last := frames[len(frames)-1].ID
 	if n := len(s.segs); n > 0 && s.segs[n-1].seq == seq {
@@ -131,11 +145,15 @@ func (s *Store) Append(frames []*bus.Frame) error {
 	}
 	s.lastID = frames[len(frames)-1].ID
 	s.lastLSN = lsn
-	if s.j.mode == SyncAlways {
-		s.syncedID = s.lastID
-	}
 	s.evictLocked()
-	return nil
+	return lsn, s.j.mode != SyncAlways, nil
+}
+
+// WaitDurable implements bus.DeferredStore: it returns once the log is
+// durable up to mark, sharing the sync with every append waiting at that
+// moment (group commit), and the log offset durable then.
+func (s *Store) WaitDurable(mark uint64) (uint64, error) {
+	return s.j.waitDurable(mark)
 }
 
 func (s *Store) evictLocked() {
