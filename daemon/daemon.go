@@ -54,6 +54,10 @@ type Daemon struct {
 	// are served, reloads included.
 	remote []string
 
+	// durability and fsync are the settings the daemon opened with (a
+	// reload does not change them), reported by /api/v1/caps.
+	durability, fsync string
+
 	reloadMu sync.Mutex // serializes reloads and shutdown; guards cfg and stopping
 	cfg      Config
 	stopping bool // shutdown has begun: reloads are refused
@@ -112,12 +116,14 @@ func (d *Daemon) open() error {
 		return err
 	}
 	ho := hubOptions(cfg)
+	d.durability = cfg.Durability
 	if cfg.Durability == DurabilityDisk {
 		j, err := openJournal(cfg, d.log)
 		if err != nil {
 			return err
 		}
 		d.journal, ho.Journal = j, j
+		d.fsync = cfg.Fsync
 	}
 	h, err := hub.New(ho)
 	if err != nil {
@@ -240,6 +246,7 @@ func (d *Daemon) baseHandlerOptions(cfg Config, auth *ipc.Auth) ipc.Options {
 			RingSize: cfg.RingSize, RingMaxBytes: cfg.RingMaxBytes, MaxQueued: cfg.MaxQueued,
 			MaxQueuedBytes: cfg.MaxQueuedBytes, MaxSubscribers: cfg.MaxSubscribers, MaxSessions: cfg.MaxSessions,
 		},
+		Durability: d.durability, Fsync: d.fsync,
 	}
 }
 

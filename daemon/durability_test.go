@@ -511,3 +511,27 @@ func TestDiskFullAnswers507AndKeepsServingReads(t *testing.T) {
 		t.Errorf("lastId after a restart = %d, want %d", info.LastID, last+1)
 	}
 }
+
+// TestCapsSayTheDurability: /api/v1/caps reports how the daemon keeps
+// events, which localbus bench prints in every report.
+func TestCapsSayTheDurability(t *testing.T) {
+	for _, tc := range []struct {
+		opts             daemontest.Options
+		durability, sync string
+	}{
+		{daemontest.Options{Durable: true, Args: []string{"--fsync", "interval"}}, "disk", "interval"},
+		{daemontest.Options{}, "memory", ""},
+	} {
+		tc.opts.Dir = t.TempDir()
+		d := daemontest.Start(t, tc.opts)
+		_, body := d.Do(t, http.MethodGet, "/api/v1/caps", "")
+		var caps struct {
+			Durability string `json:"durability"`
+			Fsync      string `json:"fsync"`
+		}
+		if err := json.Unmarshal(body, &caps); err != nil || caps.Durability != tc.durability || caps.Fsync != tc.sync {
+			t.Errorf("caps = %s (%v), want durability %q fsync %q", body, err, tc.durability, tc.sync)
+		}
+		d.Stop(t)
+	}
+}

@@ -83,6 +83,10 @@ type Options struct {
 	KeysFile string
 	// Caps are the limits /api/v1/caps reports.
 	Caps wire.Limits
+	// Durability and Fsync are the durability settings /api/v1/caps
+	// reports ("disk" or "memory"; the fsync mode with "disk"); "" omits
+	// them.
+	Durability, Fsync string
 	// Logger receives the router's log lines; nil means slog.Default().
 	Logger *slog.Logger
 	// Upstream, if set, returns the state of the NATS bridge (SPEC §12)

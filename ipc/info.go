@@ -15,7 +15,10 @@ var Features = []string{
 
 func (h *Handler) serveCaps(w http.ResponseWriter, r *http.Request, c Caller) {
 	o := h.options()
-	caps := wire.Caps{Version: o.Version, SchemaVersion: bus.SchemaVersion, Features: Features, Limits: o.Caps}
+	caps := wire.Caps{
+		Version: o.Version, SchemaVersion: bus.SchemaVersion, Features: Features, Limits: o.Caps,
+		Durability: o.Durability, Fsync: o.Fsync,
+	}
 	if c.Authenticated && c.Scopes.CanAdmin() && o.KeysFile != "" {
 		caps.Admin = &wire.AdminCaps{KeysFile: o.KeysFile}
 	}

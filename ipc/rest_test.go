@@ -275,6 +275,19 @@ func TestCaps(t *testing.T) {
 	if diff := cmp.Diff(want, caps.Limits); diff != "" {
 		t.Errorf("caps limits (-want +got):\n%s", diff)
 	}
+	if caps.Durability != "" || caps.Fsync != "" {
+		t.Errorf("caps durability %q fsync %q with none configured, want both omitted", caps.Durability, caps.Fsync)
+	}
+}
+
+func TestCapsSayTheDurability(t *testing.T) {
+	srv := ipctest.New(t, ipctest.Options{Hub: hubOpts(), Handler: ipc.Options{Durability: "disk", Fsync: "always"}})
+	r := srv.Do(t, http.MethodGet, "/api/v1/caps", nil, nil)
+	var caps wire.Caps
+	decodeStrict(t, r, &caps)
+	if caps.Durability != "disk" || caps.Fsync != "always" {
+		t.Errorf("caps durability %q fsync %q, want disk and always", caps.Durability, caps.Fsync)
+	}
 }
 
 func TestEventSizeLimitIsInclusive(t *testing.T) {

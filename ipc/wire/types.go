@@ -93,6 +93,12 @@ type Caps struct {
 	Limits        Limits   `json:"limits"`
 	// Admin is shown to admin callers only.
 	Admin *AdminCaps `json:"admin,omitempty"`
+	// Durability is "disk" or "memory" (SPEC §11); "" when the daemon
+	// does not say.
+	Durability string `json:"durability,omitempty"`
+	// Fsync is the journal's sync mode ("always", "interval", "never")
+	// with durability "disk", else "".
+	Fsync string `json:"fsync,omitempty"`
 }
 
 // AdminCaps is what Caps tells an admin caller about the daemon's files,

@@ -309,6 +309,52 @@ func TestScenariosOnSmallNumbers(t *testing.T) {
 	}
 }
 
+func TestReportHeaderSaysTheDaemonsDurabilityAndTheLoad(t *testing.T) {
+	for _, tc := range []struct {
+		durability, fsync, want string
+	}{
+		{"disk", "always", "durability disk, fsync always"},
+		{"memory", "", "durability memory\n"},
+		{"", "", "durability not reported"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			srv := benchtest.New(t, benchtest.Faults{}, ipc.Options{Durability: tc.durability, Fsync: tc.fsync})
+			rep, err := Run(testCtx(t), small(srv.Socket, Config{Scenario: ScenarioPublish, Events: 20}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Durability != tc.durability || rep.Fsync != tc.fsync {
+				t.Errorf("report durability %q fsync %q, want %q %q", rep.Durability, rep.Fsync, tc.durability, tc.fsync)
+			}
+			var b strings.Builder
+			if err := rep.WriteTable(&b); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(b.String(), tc.want) || !strings.Contains(b.String(), "load average ") {
+				t.Errorf("table does not say %q and the load average:\n%s", tc.want, b.String())
+			}
+		})
+	}
+}
+
+func TestIdleNeverReportsANegativeFigure(t *testing.T) {
+	if v, note := perStream(10_000, 9_000, 100); v != 0 || !strings.Contains(note, "RSS fell by 1000 KiB") {
+		t.Errorf("perStream(10000, 9000, 100) = %v, %q; want no figure and a note", v, note)
+	}
+	if v, note := perStream(10_000, 10_500, 100); v != 5 || note != "" {
+		t.Errorf("perStream(10000, 10500, 100) = %v, %q; want 5 and no note", v, note)
+	}
+	r := &Report{Scenario: ScenarioIdle, Daemon: &Result{Target: "daemon", Memory: &Memory{BeforeKiB: 10_000, AfterKiB: 9_000}}}
+	r.Daemon.Memory.PerStreamKiB, r.Daemon.Memory.Note = perStream(10_000, 9_000, 100)
+	var b strings.Builder
+	if err := r.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "RSS per stream") || !strings.Contains(b.String(), "note daemon: RSS fell") {
+		t.Errorf("table with a fallen RSS:\n%s", b.String())
+	}
+}
+
 func TestRunRefusesBadConfigs(t *testing.T) {
 	for _, c := range []Config{
 		{Scenario: "nope"},

@@ -25,6 +25,10 @@ type Report struct {
 	// Server is where the daemon was reached, and Version what it reported.
 	Server  string `json:"server,omitempty"`
 	Version string `json:"version,omitempty"`
+	// Durability ("disk" or "memory") and Fsync (with "disk") are the
+	// daemon's settings, as /api/v1/caps reported them; "" when it did not.
+	Durability string `json:"durability,omitempty"`
+	Fsync      string `json:"fsync,omitempty"`
 	// Daemon and Baseline are the results; either may be absent.
 	// With several rounds they are each target's best round, and
 	// DaemonRounds and BaselineRounds hold every round.
@@ -58,12 +62,20 @@ type Machine struct {
 	Model     string `json:"model,omitempty"`
 	Kernel    string `json:"kernel,omitempty"`
 	GoVersion string `json:"go"`
+	// LoadAvg is the 1, 5 and 15 minute load averages when the run
+	// started, from /proc/loadavg: how busy the machine was.
+	LoadAvg string `json:"loadAvg,omitempty"`
 }
 
 func thisMachine() Machine {
 	m := Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version()}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = runtime.GOOS + " " + strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) >= 3 {
+			m.LoadAvg = strings.Join(f[:3], " ")
+		}
 	}
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
 		sc := bufio.NewScanner(f)
@@ -134,6 +146,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			return nil, err
 		}
 		rep.Server, rep.Version = d.String(), d.Version()
+		rep.Durability, rep.Fsync = d.durab, d.fsync
 		defer func() {
 			cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
 			d.close(cctx)
@@ -235,9 +248,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(ew, "best of %d rounds\n", p.Rounds)
 	}
 	m := r.Machine
-	fmt.Fprintf(ew, "machine: %d CPUs, %s, %s, %s\n", m.CPUs, orDash(m.Model), orDash(m.Kernel), m.GoVersion)
+	fmt.Fprintf(ew, "machine: %d CPUs, %s, %s, %s, load average %s\n", m.CPUs, orDash(m.Model), orDash(m.Kernel), m.GoVersion, orDash(m.LoadAvg))
 	if r.Server != "" {
-		fmt.Fprintf(ew, "daemon:  localbus %s at %s\n", orDash(r.Version), r.Server)
+		fmt.Fprintf(ew, "daemon:  localbus %s at %s, %s\n", orDash(r.Version), r.Server, r.durabilityText())
 	}
 	fmt.Fprintln(ew)
 
@@ -342,6 +355,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("RSS peak KiB", mem(func(m *Memory) float64 { return float64(m.PeakKiB) }), "%.0f", false)
 	tw.Flush()
 
+	for _, res := range cols {
+		if res.Memory != nil && res.Memory.Note != "" {
+			fmt.Fprintf(ew, "note %s: %s\n", res.Target, res.Memory.Note)
+		}
+	}
 	fmt.Fprintln(ew)
 	for _, res := range cols {
 		c := res.Check
@@ -357,6 +375,17 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintln(ew)
 	}
 	return ew.err
+}
+
+// durabilityText says how the daemon keeps events, as the header shows it.
+func (r *Report) durabilityText() string {
+	switch {
+	case r.Durability == "":
+		return "durability not reported"
+	case r.Fsync != "":
+		return "durability " + r.Durability + ", fsync " + r.Fsync
+	}
+	return "durability " + r.Durability
 }
 
 func orDash(s string) string {

@@ -324,7 +324,10 @@ func idle(ctx context.Context, e *env) (*Result, error) {
 		}
 		paths = append(paths, p)
 	}
-	before, err := readRSS(pid)
+	// The baseline is taken right before the streams open, once the RSS
+	// has settled: a warm daemon may still be returning memory that
+	// earlier work freed, which would otherwise count against the streams.
+	before, err := settledRSS(ctx, pid)
 	if err != nil {
 		return nil, err
 	}
@@ -362,10 +365,11 @@ func idle(ctx context.Context, e *env) (*Result, error) {
 		default:
 		}
 	}
+	m := &Memory{PID: pid, BeforeKiB: before, AfterKiB: after, PeakKiB: peak}
+	m.PerStreamKiB, m.Note = perStream(before, after, c.Subscribers)
 	return &Result{
-		Target: e.t.name(), Seconds: c.Duration.Seconds(),
-		Memory: &Memory{PID: pid, BeforeKiB: before, AfterKiB: after, PeakKiB: peak, PerStreamKiB: float64(after-before) / float64(c.Subscribers)},
-		Check:  Check{Subscribers: c.Subscribers},
+		Target: e.t.name(), Seconds: c.Duration.Seconds(), Memory: m,
+		Check: Check{Subscribers: c.Subscribers},
 	}, nil
 }
 

@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -55,8 +56,48 @@ type Memory struct {
 	AfterKiB int64 `json:"afterKiB"`
 	// PeakKiB is the highest VmRSS sampled during the scenario.
 	PeakKiB int64 `json:"peakKiB"`
-	// PerStreamKiB is (AfterKiB − BeforeKiB) / streams, for idle.
+	// PerStreamKiB is (AfterKiB − BeforeKiB) / streams, for idle; absent
+	// when the RSS fell meanwhile (Note says so), never negative.
 	PerStreamKiB float64 `json:"perStreamKiB,omitempty"`
+	// Note explains a figure that could not be measured.
+	Note string `json:"note,omitempty"`
+}
+
+// perStream is the memory each of n streams costs, from the RSS before
+// they opened and after; when the RSS fell meanwhile (the process gave
+// memory back) there is no figure, and the note says why.
+func perStream(before, after int64, n int) (float64, string) {
+	if after < before || n <= 0 {
+		return 0, fmt.Sprintf("RSS fell by %d KiB while the streams were open (the daemon returned memory that earlier work freed): no per-stream figure; run idle on a fresh daemon", before-after)
+	}
+	return float64(after-before) / float64(n), ""
+}
+
+// settledRSS reads pid's VmRSS every 100 ms until two readings differ by
+// less than 1% (or 2 s have passed) and returns the last one.
+func settledRSS(ctx context.Context, pid int) (int64, error) {
+	prev, err := readRSS(pid)
+	if err != nil {
+		return 0, err
+	}
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for range 20 {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-t.C:
+		}
+		v, err := readRSS(pid)
+		if err != nil {
+			return 0, err
+		}
+		if d := v - prev; d*100 < v && -d*100 < v {
+			return v, nil
+		}
+		prev = v
+	}
+	return prev, nil
 }
 
 // readRSS returns a process's VmRSS in KiB.

@@ -91,6 +91,8 @@ type daemon struct {
 	ep       endpoint
 	lim      limits
 	version  string
+	durab    string // "disk" or "memory", "" when the daemon does not say
+	fsync    string // the journal's sync mode with "disk"
 	peer     int
 	sessions []string // created by the bench, deleted by close
 	prefix   string
@@ -108,13 +110,18 @@ func newDaemon(ctx context.Context, c Config) (*daemon, error) {
 		return nil, err
 	}
 	var caps struct {
-		Version string `json:"version"`
-		Limits  limits `json:"limits"`
+		Version    string `json:"version"`
+		Limits     limits `json:"limits"`
+		Durability string `json:"durability"`
+		Fsync      string `json:"fsync"`
 	}
 	if err := json.Unmarshal(body, &caps); err != nil {
 		return nil, fmt.Errorf("bench: /api/v1/caps: %v", err)
 	}
-	d := &daemon{ep: ep, lim: caps.Limits, version: caps.Version, prefix: c.Session, keep: c.KeepSession, peer: c.PID}
+	d := &daemon{
+		ep: ep, lim: caps.Limits, version: caps.Version, durab: caps.Durability, fsync: caps.Fsync,
+		prefix: c.Session, keep: c.KeepSession, peer: c.PID,
+	}
 	if d.prefix == "" {
 		d.prefix = fmt.Sprintf("bench-%08x", rand.Uint32())
 	}
