@@ -535,3 +535,31 @@ func TestCapsSayTheDurability(t *testing.T) {
 		d.Stop(t)
 	}
 }
+
+// TestFreshStateDirTakesAtMostOneMiB starts a daemon on an empty state_dir,
+// publishes one event, stops it, and measures what the state_dir takes on
+// disk (allocated blocks, as du counts them).
+func TestFreshStateDirTakesAtMostOneMiB(t *testing.T) {
+	dir := t.TempDir()
+	d := daemontest.Start(t, daemontest.Options{Dir: dir, Durable: true})
+	createSession(t, d, "small")
+	publish(t, d, "small", "dur:ev", "1")
+	d.Stop(t)
+	var use int64
+	err := filepath.Walk(filepath.Join(dir, "state"), func(_ string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && fi.Mode().IsRegular() {
+			use += st.Blocks * 512
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if use > 1<<20 {
+		t.Errorf("a fresh state_dir takes %d bytes on disk, want at most 1 MiB", use)
+	}
+	t.Logf("a fresh state_dir takes %d bytes on disk", use)
+}

@@ -10,8 +10,9 @@
 // # Layout
 //
 // The directory holds a bbolt database, journal.db, and a write-ahead log
-// of segment files, wal-NNNNNNNNNNNNNNNN.log, each allocated on disk when
-// it is created and mapped into memory. Appending a batch copies one log
+// of segment files, wal-NNNNNNNNNNNNNNNN.log, each mapped into memory and
+// allocated on disk ahead of the records written into it (64 KiB at first,
+// at least doubling each time), so an idle journal takes little room. Appending a batch copies one log
 // record (a length, a CRC-32C and the batch's events) into the current
 // segment, with no system call for small ones. The global bus's records
 // refer to the session records they copy instead of repeating the events,
@@ -39,8 +40,10 @@
 // # Durability
 //
 // With SyncAlways, Append returns once its record is on stable storage;
-// concurrent appends on different buses share one fdatasync (group
-// commit). With SyncInterval a background goroutine syncs every interval;
+// concurrent appends share one fdatasync (group commit). A bus calls
+// AppendDeferred under its lock and WaitDurable after releasing it, so
+// concurrent publishers to one bus share the sync too, and the bus shows
+// the events only once they are durable (bus.DeferredStore). With SyncInterval a background goroutine syncs every interval;
 // the record is written to the kernel before Append returns, so a process
 // crash loses nothing, and a power loss at most one interval. SyncNever
 // leaves syncing to checkpoints and the kernel.

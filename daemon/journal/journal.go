@@ -39,7 +39,7 @@ const (
 // Defaults of Options.
 const (
 	DefaultSyncInterval       = 100 * time.Millisecond
-	DefaultSegmentBytes       = 16 << 20
+	DefaultSegmentBytes       = 4 << 20
 	DefaultCheckpointBytes    = 64 << 20
 	DefaultCheckpointInterval = 5 * time.Second
 )
@@ -54,9 +54,9 @@ type Options struct {
 	Sync string
 	// SyncInterval is the sync period under SyncInterval; default 100 ms.
 	SyncInterval time.Duration
-	// SegmentBytes is the size of a log segment, allocated on disk when it
-	// is created; default 16 MiB. A batch larger than that gets a segment
-	// of its own size.
+	// SegmentBytes is the size of a log segment, allocated on disk as it
+	// fills; default 4 MiB. A batch larger than that gets a segment of its
+	// own size.
 	SegmentBytes int64
 	// CheckpointBytes is how much log starts a compaction; default 64 MiB.
 	// A longer log lets the rings evict more before anything is copied
@@ -90,6 +90,7 @@ type Journal struct {
 	ckptMu    sync.Mutex    // one checkpoint at a time; taken before mu
 	arena     []byte        // guarded by ckptMu: the last checkpoint's buffer
 	compactAt atomic.Uint64 // the log offset from which an append asks for compact
+	failCkpt  func() error  // tests: makes the database's side of a checkpoint fail
 	retired   atomic.Uint64 // segments up to this one are removed, or being removed: no ref may point into them
 	kick      chan struct{}
 	stop      chan struct{}
@@ -406,6 +407,11 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 	// daemon.
 	err := guard(func() error {
 		return j.db.Update(func(tx *bolt.Tx) error {
+			if j.failCkpt != nil {
+				if err := j.failCkpt(); err != nil {
+					return err
+				}
+			}
 			for _, w := range works {
 				m, err := getMeta(tx, w.s.num)
 				if err != nil {

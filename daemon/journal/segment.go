@@ -11,19 +11,26 @@ import (
 
 var errSegmentFull = errors.New("journal: segment full")
 
-// segment is a log segment file, preallocated to its full size and mapped
-// into memory: appending is a copy into the mapping, with no system call.
-// The mapping is shared with the kernel's page cache, so what is copied
-// survives a crash of the process; Sync makes it survive a power loss.
+// segment is a log segment file mapped into memory: appending is a copy
+// into the mapping, with no system call. The mapping is shared with the
+// kernel's page cache, so what is copied survives a crash of the process;
+// Sync makes it survive a power loss. The file starts small and is
+// allocated on disk ahead of every write that needs more room, so that a
+// log costs little disk until it is used and writing into the mapping can
+// never run out of space (which a mapping can only report as SIGBUS).
 type segment struct {
-	f    *os.File
-	data []byte
-	high int // past the last byte written
+	f     *os.File
+	data  []byte // maps the segment's whole size; only [:alloc] is backed by the file
+	alloc int64  // bytes allocated on disk, the file's length
+	high  int    // past the last byte written
 }
 
-// createSegment creates path with size bytes allocated on disk, so that
-// writing into the mapping can never run out of space (which a mapping
-// can only report as SIGBUS).
+// firstAlloc is how much of a segment is allocated when it is created;
+// each growth at least doubles it.
+const firstAlloc = 64 << 10
+
+// createSegment creates path, a segment of size bytes with its first
+// firstAlloc bytes (or size, if smaller) allocated on disk.
 func createSegment(path string, size int64) (*segment, error) {
 	f, err := openRegular(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -34,14 +41,33 @@ func createSegment(path string, size int64) (*segment, error) {
 		os.Remove(path)
 		return nil, classify(err)
 	}
-	if err := preallocate(f, size); err != nil {
+	alloc := min(size, firstAlloc)
+	if err := preallocate(f, alloc); err != nil {
 		return fail(err)
 	}
 	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return fail(err)
 	}
-	return &segment{f: f, data: data}, nil
+	return &segment{f: f, data: data, alloc: alloc}, nil
+}
+
+// grow allocates the segment on disk up to end at least: twice what it
+// has, or end if more, within the segment's size; on a disk without room
+// for that, end rounded up to a page. On error nothing changed.
+func (s *segment) grow(end int64) error {
+	const page = 4 << 10
+	want := min(int64(len(s.data)), max(2*s.alloc, (end+page-1)/page*page))
+	err := preallocate(s.f, want)
+	if errors.Is(classify(err), ErrDiskFull) && want > end {
+		want = min(int64(len(s.data)), (end+page-1)/page*page)
+		err = preallocate(s.f, want)
+	}
+	if err != nil {
+		return classify(err)
+	}
+	s.alloc = want
+	return nil
 }
 
 // bigWrite is the size from which a write goes through pwrite rather than
@@ -52,6 +78,11 @@ const bigWrite = 32 << 10
 func (s *segment) WriteAt(p []byte, off int64) (int, error) {
 	if off < 0 || off+int64(len(p)) > int64(len(s.data)) {
 		return 0, errSegmentFull
+	}
+	if end := off + int64(len(p)); end > s.alloc {
+		if err := s.grow(end); err != nil {
+			return 0, err
+		}
 	}
 	n := len(p)
 	if n >= bigWrite {

@@ -290,6 +290,12 @@ func (w *wal) rotate() (uint64, uint64, error) {
 	if w.closed {
 		return 0, 0, ErrClosed
 	}
+	if w.off == 0 && len(w.old) == 0 {
+		// The current segment is empty (a checkpoint that failed left
+		// it, say): every record is in an older one, and another new
+		// segment would only take room.
+		return w.seq - 1, w.lsn, nil
+	}
 	old := w.seq
 	if err := w.nextLocked(0); err != nil {
 		return 0, 0, err
