@@ -75,6 +75,10 @@ type Config struct {
 	MaxSubscribersTotal int
 	// MaxSessions is the number of sessions, at least 1. Default: 4096.
 	MaxSessions int
+	// MaxAutoSessions is the number of sessions a publish may create (they
+	// also count against MaxSessions), at least 1; below MaxSessions it
+	// keeps room for admins whatever publishers do. Default: 1024.
+	MaxAutoSessions int
 	// AutoCreateSessions reports whether a publish creates a missing
 	// session. Default: true.
 	AutoCreateSessions bool
@@ -167,6 +171,7 @@ func Defaults() Config {
 		MaxSubscribers:       64,
 		MaxSubscribersTotal:  4096,
 		MaxSessions:          4096,
+		MaxAutoSessions:      1024,
 		AutoCreateSessions:   true,
 		MaxEventBytes:        1 * mib,
 		MaxBodyBytes:         64 * mib,
@@ -291,6 +296,7 @@ var settings = []Setting{
 	{Key: "max_subscribers", Reloadable: true, Usage: "subscribers per bus", field: func(c *Config) any { return &c.MaxSubscribers }},
 	{Key: "max_subscribers_total", Reloadable: true, Usage: "subscribers of all buses together", field: func(c *Config) any { return &c.MaxSubscribersTotal }},
 	{Key: "max_sessions", Reloadable: true, Usage: "number of sessions", field: func(c *Config) any { return &c.MaxSessions }},
+	{Key: "max_auto_sessions", Reloadable: true, Usage: "number of sessions a publish may create", field: func(c *Config) any { return &c.MaxAutoSessions }},
 	{Key: "auto_create_sessions", Reloadable: true, Usage: "create a missing session on publish", field: func(c *Config) any { return &c.AutoCreateSessions }},
 	{Key: "max_event_bytes", Reloadable: true, Usage: "size limit of one event", field: func(c *Config) any { return &c.MaxEventBytes }},
 	{Key: "max_body_bytes", Reloadable: true, Usage: "size limit of one request body", field: func(c *Config) any { return &c.MaxBodyBytes }},

@@ -43,6 +43,7 @@ var fullSet = map[string]string{
 	"max_event_bytes":         "65536",
 	"max_body_bytes":          "1048576",
 	"idempotency_window":      "30s",
+	"max_auto_sessions":       "8",
 	"max_inflight_body_bytes": "2097152",
 	"max_header_bytes":        "8192",
 	"keepalive":               "30s",

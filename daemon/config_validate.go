@@ -104,6 +104,7 @@ func (c Config) problems() []*ConfigError {
 	check("max_subscribers", inRange(c.MaxSubscribers, 1, 0))
 	check("max_subscribers_total", inRange(c.MaxSubscribersTotal, 1, 0))
 	check("max_sessions", inRange(c.MaxSessions, 1, 0))
+	check("max_auto_sessions", inRange(c.MaxAutoSessions, 1, 0))
 	check("max_event_bytes", bytesInRange(c.MaxEventBytes, minEventBytes, maxEventBytes))
 	switch {
 	case c.MaxBodyBytes < c.MaxEventBytes:

@@ -192,6 +192,7 @@ func hubOptions(cfg Config) hub.Options {
 			MaxQueuedBytes: cfg.MaxQueuedBytes, MaxSubscribers: cfg.MaxSubscribers,
 		},
 		MaxSessions:       cfg.MaxSessions,
+		MaxAutoSessions:   cfg.MaxAutoSessions,
 		AutoCreate:        cfg.AutoCreateSessions,
 		IdempotencyWindow: cfg.IdempotencyWindow,
 	}

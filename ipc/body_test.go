@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/ipctest"
 	"github.com/localbus/localbus/ipc/wire"
@@ -99,4 +100,31 @@ func TestInflightBodiesAreCapped(t *testing.T) {
 	if r := other(); r.Status != http.StatusOK {
 		t.Fatalf("large body once the first is done = %d %s, want 200", r.Status, r.Body)
 	}
+}
+
+// TestPublishersCannotTakeTheSessionsAdminsNeed: sessions created by a
+// publish stop at MaxAutoSessions with 429, while an admin still creates
+// sessions and existing sessions still take publishes.
+func TestPublishersCannotTakeTheSessionsAdminsNeed(t *testing.T) {
+	srv := ipctest.New(t, ipctest.Options{Hub: hub.Options{AutoCreate: true, MaxSessions: 4, MaxAutoSessions: 2}})
+	srv.Publish(t, "a", ipctest.Event{Type: "t:a", Data: "1"})
+	srv.Publish(t, "b", ipctest.Event{Type: "t:a", Data: "1"})
+	r := srv.Do(t, http.MethodPost, "/api/v1/sessions/c/events", nil, []byte(`{"type":"t:a","data":1}`))
+	if r.Status != http.StatusTooManyRequests || r.ErrorBody(t).Error.Code != wire.CodeSessionLimit {
+		t.Fatalf("third session by publish = %d %s, want 429 %s", r.Status, r.Body, wire.CodeSessionLimit)
+	}
+	if _, ok := srv.Hub.Session("c"); ok {
+		t.Error("the refused publish created its session")
+	}
+	createSession(t, srv, "admin-1")
+	createSession(t, srv, "admin-2")
+	srv.Publish(t, "a", ipctest.Event{Type: "t:a", Data: "2"})
+	// A deleted auto session frees its place.
+	if r := srv.Do(t, http.MethodDelete, "/api/v1/sessions/b", nil, nil); r.Status != http.StatusNoContent {
+		t.Fatalf("delete b = %d %s", r.Status, r.Body)
+	}
+	if r := srv.Do(t, http.MethodDelete, "/api/v1/sessions/admin-2", nil, nil); r.Status != http.StatusNoContent {
+		t.Fatalf("delete admin-2 = %d %s", r.Status, r.Body)
+	}
+	srv.Publish(t, "c", ipctest.Event{Type: "t:a", Data: "1"})
 }

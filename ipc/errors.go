@@ -46,6 +46,8 @@ func asError(err error) *Error {
 		return errorf(http.StatusConflict, wire.CodeReadOnly, "this session mirrors another node's session: publish there")
 	case errors.Is(err, hub.ErrKeyReused):
 		return errorf(http.StatusConflict, wire.CodeIdempotencyKeyReused, "this %s was used on the session with a different request; nothing was published", wire.HeaderIdempotencyKey)
+	case errors.Is(err, hub.ErrAutoSessionLimit):
+		return errorf(http.StatusTooManyRequests, wire.CodeSessionLimit, "the daemon's limit of sessions created by a publish is reached; an admin can still create one")
 	case errors.Is(err, hub.ErrSessionLimit):
 		return errorf(http.StatusTooManyRequests, wire.CodeSessionLimit, "the daemon's session limit is reached")
 	case errors.Is(err, bus.ErrSubscriberLimit):

@@ -3,6 +3,7 @@ package hub
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -18,7 +19,10 @@ var (
 	ErrNotFound     = errors.New("hub: no such session")
 	ErrExists       = errors.New("hub: session exists")
 	ErrSessionLimit = errors.New("hub: session limit reached")
-	ErrClosed       = errors.New("hub: closed")
+	// ErrAutoSessionLimit refuses a publish that would create a session
+	// past MaxAutoSessions; it wraps ErrSessionLimit.
+	ErrAutoSessionLimit = fmt.Errorf("%w for sessions created by a publish", ErrSessionLimit)
+	ErrClosed           = errors.New("hub: closed")
 	// ErrReadOnly is returned by Publish to a session that mirrors another
 	// node's session (SPEC §12): only PublishMirror writes to it.
 	ErrReadOnly = errors.New("hub: session is a read-only mirror")
@@ -26,7 +30,8 @@ var (
 
 // Default limits of the SPEC (§2, §10).
 const (
-	DefaultMaxSessions = 4096
+	DefaultMaxSessions     = 4096
+	DefaultMaxAutoSessions = 1024
 )
 
 // Options configure a Hub. Zero values mean the defaults.
@@ -36,6 +41,10 @@ type Options struct {
 	Limits bus.Limits
 	// MaxSessions bounds the number of sessions; default 4096.
 	MaxSessions int
+	// MaxAutoSessions bounds the sessions created by a publish (which
+	// also count against MaxSessions); default 1024. Below MaxSessions it
+	// keeps room for Create whatever publishers do.
+	MaxAutoSessions int
 	// AutoCreate makes a publish to a missing session create it.
 	AutoCreate bool
 	// GlobalEpoch is the global bus's epoch; "" means a fresh one. A
@@ -63,6 +72,17 @@ type Journal interface {
 	OpenBus(session string, ringSize int) (st bus.Store, epoch string, storedRingSize int, err error)
 	// Delete deletes a session's data.
 	Delete(session string) error
+}
+
+// An AutoJournal remembers which sessions a publish created, so that they
+// keep counting against MaxAutoSessions after a restart: an optional
+// capability of a Journal (*journal.Journal implements it).
+type AutoJournal interface {
+	// OpenAutoBus is OpenBus, with the default ring size, of a session a
+	// publish creates.
+	OpenAutoBus(session string) (st bus.Store, epoch string, storedRingSize int, err error)
+	// Auto reports whether session was opened with OpenAutoBus.
+	Auto(session string) bool
 }
 
 // A DurableStore is a bus.Store that keeps its bus on stable storage and
@@ -101,6 +121,7 @@ type Hub struct {
 	// store and epoch (and then delete them under it).
 	deleting map[string]chan struct{}
 	retired  bus.Stats // counters of deleted sessions, so totals never go down
+	autos    int       // sessions created by a publish, of sessions
 
 	readOnly atomic.Pointer[func(id string) bool] // see SetReadOnly
 
@@ -133,6 +154,7 @@ type Session struct {
 	// daemon's default.
 	RingSize int
 
+	auto      bool         // created by a publish; fixed
 	publishMu sync.Mutex   // orders the session's events onto the global bus
 	frames    []*bus.Frame // guarded by publishMu: scratch for Publish
 	store     bus.Store    // the bus's store when journaled, else nil
@@ -154,6 +176,9 @@ func (s *Session) Durability() (Durability, bool) {
 func New(opts Options) (*Hub, error) {
 	if opts.MaxSessions <= 0 {
 		opts.MaxSessions = DefaultMaxSessions
+	}
+	if opts.MaxAutoSessions <= 0 {
+		opts.MaxAutoSessions = DefaultMaxAutoSessions
 	}
 	l := opts.Limits
 	gopts := bus.Options{
@@ -182,7 +207,7 @@ func New(opts Options) (*Hub, error) {
 	if opts.Journal != nil {
 		// Restored sessions are not announced: they were opened before.
 		for _, id := range opts.Journal.Sessions() {
-			if _, err := h.createLocked(id, 0, true); err != nil {
+			if _, err := h.createLocked(id, 0, byRestore); err != nil {
 				return nil, err
 			}
 		}
@@ -231,7 +256,7 @@ func (h *Hub) Create(id string, ringSize int) (*Session, error) {
 		return nil, &bus.InputError{Field: "ringSize", Reason: "want 1 to 1000000"}
 	}
 	h.lockSettled(id)
-	s, err := h.createLocked(id, ringSize, false)
+	s, err := h.createLocked(id, ringSize, byCreate)
 	h.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -255,9 +280,20 @@ func (h *Hub) lockSettled(id string) {
 	}
 }
 
-// createLocked makes session id; restore is for a session the journal
-// holds, which the session limit does not refuse. h.mu must be held.
-func (h *Hub) createLocked(id string, ringSize int, restore bool) (*Session, error) {
+// How a session comes to be, for createLocked.
+type origin int
+
+const (
+	byCreate  origin = iota // Create (POST /api/v1/sessions)
+	byPublish               // a publish to a missing session (AutoCreate)
+	byRestore               // held by the journal at New
+)
+
+// createLocked makes session id. A restored session is never refused by
+// the limits; one a publish creates also counts against MaxAutoSessions.
+// h.mu must be held.
+func (h *Hub) createLocked(id string, ringSize int, how origin) (*Session, error) {
+	restore := how == byRestore
 	if h.closed {
 		return nil, ErrClosed
 	}
@@ -267,12 +303,26 @@ func (h *Hub) createLocked(id string, ringSize int, restore bool) (*Session, err
 	if len(h.sessions) >= h.opts.MaxSessions && !restore {
 		return nil, ErrSessionLimit
 	}
+	if how == byPublish && h.autos >= h.opts.MaxAutoSessions {
+		return nil, ErrAutoSessionLimit
+	}
 	var st bus.Store
 	epoch := ""
+	auto := how == byPublish
 	if j := h.opts.Journal; j != nil {
 		var err error
-		if st, epoch, ringSize, err = j.OpenBus(id, ringSize); err != nil {
+		aj, remembers := j.(AutoJournal)
+		switch {
+		case auto && remembers:
+			st, epoch, ringSize, err = aj.OpenAutoBus(id)
+		default:
+			st, epoch, ringSize, err = j.OpenBus(id, ringSize)
+		}
+		if err != nil {
 			return nil, err
+		}
+		if restore && remembers {
+			auto = aj.Auto(id)
 		}
 	}
 	l := h.opts.Limits
@@ -290,8 +340,11 @@ func (h *Hub) createLocked(id string, ringSize int, restore bool) (*Session, err
 		}
 		return nil, err
 	}
-	s := &Session{ID: id, Bus: b, RingSize: ringSize, store: st}
+	s := &Session{ID: id, Bus: b, RingSize: ringSize, store: st, auto: auto}
 	h.sessions[id] = s
+	if auto {
+		h.autos++
+	}
 	return s, nil
 }
 
@@ -316,6 +369,9 @@ func (h *Hub) Delete(id string) error {
 	}
 	done := make(chan struct{})
 	delete(h.sessions, id)
+	if s.auto {
+		h.autos--
+	}
 	h.deleting[id] = done
 	h.mu.Unlock()
 	defer func() {
@@ -493,7 +549,7 @@ func (h *Hub) open(id string, events []bus.Event, mirror bool) (*Session, error)
 		h.mu.Unlock()
 		return s, nil
 	}
-	s, err := h.createLocked(id, 0, false)
+	s, err := h.createLocked(id, 0, byPublish)
 	h.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -526,11 +582,15 @@ func (h *Hub) SetOptions(opts Options) error {
 	if opts.MaxSessions <= 0 {
 		opts.MaxSessions = DefaultMaxSessions
 	}
+	if opts.MaxAutoSessions <= 0 {
+		opts.MaxAutoSessions = DefaultMaxAutoSessions
+	}
 	if err := h.global.SetLimits(opts.Limits); err != nil {
 		return err
 	}
 	h.mu.Lock()
 	h.opts.Limits, h.opts.MaxSessions, h.opts.AutoCreate = opts.Limits, opts.MaxSessions, opts.AutoCreate
+	h.opts.MaxAutoSessions = opts.MaxAutoSessions
 	h.mu.Unlock()
 	h.setKeyWindow(opts.IdempotencyWindow)
 	for _, s := range h.Sessions() {

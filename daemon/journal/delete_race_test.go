@@ -237,3 +237,50 @@ func TestHubIdempotencyKeysSurviveARestart(t *testing.T) {
 		t.Errorf("the key of a deleted session: replayed %v, %v; want a new publish", replayed, err)
 	}
 }
+
+// TestHubAutoSessionsStillCountAfterARestart: sessions a publish created
+// count against MaxAutoSessions after a restart too, and those an admin
+// created never do.
+func TestHubAutoSessionsStillCountAfterARestart(t *testing.T) {
+	dir := t.TempDir()
+	openHub := func() (*journal.Journal, *hub.Hub) {
+		t.Helper()
+		j, err := journal.Open(journal.Options{Dir: dir, Logger: quiet, SegmentBytes: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := hub.New(hub.Options{Journal: j, AutoCreate: true, MaxAutoSessions: 1})
+		if err != nil {
+			j.Close()
+			t.Fatal(err)
+		}
+		return j, h
+	}
+	ev := []bus.Event{{Type: "t:e", Data: json.RawMessage(`1`)}}
+	j, h := openHub()
+	if _, err := h.Create("admin", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := h.Publish("auto", ev); err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j, h = openHub()
+	defer j.Close()
+	defer h.Close()
+	if _, _, err := h.Publish("another", ev); !errors.Is(err, hub.ErrAutoSessionLimit) {
+		t.Fatalf("a second session by publish after a restart: %v, want hub.ErrAutoSessionLimit", err)
+	}
+	if _, err := h.Create("admin-2", 0); err != nil {
+		t.Fatalf("Create after a restart: %v", err)
+	}
+	if err := h.Delete("auto"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := h.Publish("another", ev); err != nil {
+		t.Fatalf("a session by publish once the first is deleted: %v", err)
+	}
+}

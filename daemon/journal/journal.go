@@ -550,6 +550,24 @@ func (j *Journal) Sessions() []string {
 // session the journal does not hold is created, on a new epoch, with
 // ringSize; for one it holds, ringSize is ignored.
 func (j *Journal) OpenBus(session string, ringSize int) (bus.Store, string, int, error) {
+	return j.openBus(session, ringSize, false)
+}
+
+// OpenAutoBus is OpenBus of a session a publish creates, with the
+// default ring size: the journal remembers it as such (see Auto).
+func (j *Journal) OpenAutoBus(session string) (bus.Store, string, int, error) {
+	return j.openBus(session, 0, true)
+}
+
+// Auto reports whether session was created by OpenAutoBus.
+func (j *Journal) Auto(session string) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	num, ok := j.names[session]
+	return ok && j.metas[num].Auto
+}
+
+func (j *Journal) openBus(session string, ringSize int, auto bool) (bus.Store, string, int, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
@@ -560,7 +578,7 @@ func (j *Journal) OpenBus(session string, ringSize int) (bus.Store, string, int,
 		return j.stores[num], m.Epoch, m.RingSize, nil
 	}
 	num := j.nextNum
-	m := &busMeta{Session: session, Global: session == "", Epoch: bus.NewEpoch(), RingSize: ringSize}
+	m := &busMeta{Session: session, Global: session == "", Epoch: bus.NewEpoch(), RingSize: ringSize, Auto: auto}
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		if err := putMeta(tx, num, m); err != nil {
 			return err

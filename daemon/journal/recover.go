@@ -44,6 +44,7 @@ type busMeta struct {
 	Epoch    string `json:"epoch"`
 	RingSize int    `json:"ringSize,omitempty"`
 	LastID   uint64 `json:"lastId"`
+	Auto     bool   `json:"auto,omitempty"` // created by a publish (hub.AutoJournal)
 }
 
 func getMeta(tx *bolt.Tx, num uint64) (*busMeta, error) {
