@@ -17,7 +17,7 @@ type UpstreamStatus struct {
 	Imported uint64 `json:"imported"`
 	Lost     uint64 `json:"lost"`
 	// Lag is the events of exported sessions not yet acknowledged.
-	Lag      uint64                 `json:"lag"`
+	Lag      uint64           `json:"lag"`
 	Sessions []UpstreamExport `json:"sessions"`
 	Mirrors  []UpstreamMirror `json:"mirrors"`
 }
