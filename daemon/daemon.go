@@ -233,6 +233,7 @@ func (d *Daemon) baseHandlerOptions(cfg Config, auth *ipc.Auth) ipc.Options {
 	return ipc.Options{
 		Hub:                  d.hub,
 		Authenticate:         auth.Authenticate,
+		AllowedOrigins:       cfg.AllowedOrigins,
 		MaxStreams:           cfg.MaxSubscribersTotal,
 		MaxEventBytes:        cfg.MaxEventBytes,
 		MaxHeaderBytes:       cfg.MaxHeaderBytes,

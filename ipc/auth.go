@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 
 	"github.com/localbus/localbus/ipc/access"
@@ -68,16 +67,16 @@ type Auth struct {
 }
 
 // Authenticate implements the policy, in order: credentials in the query
-// string are refused (401) whatever the route; on TCP the Host must be a
+// string are refused (401) whatever the route, but for the one ticket a GET
+// stream route may carry, which the router redeems after this; on TCP the Host must be a
 // loopback name or an allowed host (421) and a browser Origin must be the
 // same host or an allowed origin (403); a bearer key, or on a real
 // WebSocket upgrade of a …/ws route the localbus-key subprotocol, must be a
 // known key (401);
 // a Unix socket peer gets scopes by its uid unless keys are required there.
 func (a *Auth) Authenticate(r *http.Request) (Caller, error) {
-	if name, found := access.QueryCredential(r.URL.RawQuery); found {
-		return Caller{}, errorf(http.StatusUnauthorized, wire.CodeCredentialsInQuery,
-			"credentials are never accepted in the query string (parameter %q); send Authorization: Bearer <key>", name)
+	if name, found := queryCredential(r); found {
+		return Caller{}, errQueryCredential(name)
 	}
 	ci := connFrom(r.Context())
 	var c Caller
@@ -146,9 +145,7 @@ func (a *Auth) originAllowed(origin, reqHost string) bool {
 	if strings.EqualFold(u.Host, reqHost) {
 		return true
 	}
-	return slices.ContainsFunc(a.AllowedOrigins, func(o string) bool {
-		return strings.EqualFold(o, origin) || strings.EqualFold(o, u.Host)
-	})
+	return originListed(a.AllowedOrigins, origin)
 }
 
 func hostOnly(hostport string) string {

@@ -250,6 +250,8 @@ type routeFixture struct {
 	hub  *hub.Hub
 	keys authKeys
 	log  *authLogBuffer
+	// lastTicketReply is the body of the last ticket the fixture got.
+	lastTicketReply string
 }
 
 // authLogBuffer is a bytes.Buffer safe for the handler's concurrent logging.
@@ -402,6 +404,10 @@ func TestEveryRouteEnforcesItsScope(t *testing.T) {
 			[10]int{st401, st401, st403, stOK, stOK, stOK, stOK, stOK, stOK, st401}},
 		{"POST", "/api/v1/sessions", "/api/v1/sessions", `{"id":"new-CALLER"}`,
 			[10]int{st401, st401, st403, st403, st403, stCreated, stCreated, stCreated, st403, st401}},
+		// Any caller with an identity may ask; the ticket's scopes must
+		// open the path: family and publish cannot read a session.
+		{"POST", "/api/v1/tickets", "/api/v1/tickets", `{"path":"/api/v1/sessions/s1/events"}`,
+			[10]int{st401, st401, stOK, st403, st403, stOK, stOK, stOK, stOK, st401}},
 		{"GET", "/api/v1/sessions", "/api/v1/sessions", "",
 			[10]int{st401, st401, stOK, st403, st403, stOK, stOK, stOK, stOK, st401}},
 		{"GET", "/api/v1/sessions/{id}", "/api/v1/sessions/s1", "",

@@ -93,6 +93,15 @@ type Options struct {
 	// for GET /api/v1/upstream, a value that marshals to JSON; nil
 	// answers that route with 404 (no bridge).
 	Upstream func() any
+	// AllowedOrigins are the browser origins ("http://app.example:3000",
+	// or a bare host) answered with CORS headers on POST /api/v1/tickets
+	// and the GET stream routes (allowed_origins, SPEC §7); any other
+	// origin gets none.
+	AllowedOrigins []string
+	// Tickets holds the browsers' single-use stream tickets; nil means a
+	// store with the defaults of access.TicketOptions. Only New reads it:
+	// the store outlives SetOptions, which voids its tickets.
+	Tickets *access.TicketStore
 	// Metrics are more collectors for GET /metrics (the bridge's); they
 	// are registered by New, so SetOptions does not change them.
 	Metrics []prometheus.Collector
@@ -156,12 +165,17 @@ type Handler struct {
 	open        atomic.Int64 // streams open now, for MaxStreams
 	inflight    atomic.Int64 // bytes of request bodies being read, for MaxInflightBodyBytes
 	metrics     *metrics
+	tickets     *access.TicketStore
 }
 
 // New returns a Handler serving the routes of SPEC §6 over opts.Hub.
 func New(opts Options) *Handler {
 	h := &Handler{mux: http.NewServeMux()}
 	h.drainCtx, h.drainCancel = context.WithCancel(context.Background())
+	h.tickets = opts.Tickets
+	if h.tickets == nil {
+		h.tickets = access.NewTicketStore(access.TicketOptions{})
+	}
 	h.SetOptions(opts)
 	h.metrics = newMetrics(h)
 	h.ready.Store(true)
@@ -180,10 +194,13 @@ func New(opts Options) *Handler {
 }
 
 // SetOptions replaces the options (on reload). Streams already open keep the
-// keepalive they started with.
+// keepalive they started with. Every outstanding ticket is void from then
+// on: the keys that granted them may be gone.
 func (h *Handler) SetOptions(opts Options) {
 	opts.fill()
-	h.opts.Store(&opts)
+	if h.opts.Swap(&opts) != nil {
+		h.tickets.Clear()
+	}
 }
 
 func (h *Handler) options() *Options { return h.opts.Load() }
@@ -218,13 +235,20 @@ func (h *Handler) Wait(ctx context.Context) error {
 }
 
 // ServeHTTP implements http.Handler. A query string that carries something
-// like a credential is refused with 401 before anything else, whatever the
-// path: before the mux could answer 404 or 405, or redirect an unclean path
-// with the query (and so the secret) echoed in its Location header.
+// like a credential (but the one ticket a GET stream route may carry) is
+// refused with 401 before anything else, whatever the path: before the mux
+// could answer 404 or 405, or redirect an unclean path with the query (and
+// so the secret) echoed in its Location header. Before that, a request from
+// an allowed origin on a CORS route gets its CORS headers, so a page can
+// read the refusal; its preflight is answered right after the check.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if name, found := access.QueryCredential(r.URL.RawQuery); found {
-		h.refuse(w, r, Caller{}, errorf(http.StatusUnauthorized, wire.CodeCredentialsInQuery,
-			"credentials are never accepted in the query string (parameter %q); send Authorization: Bearer <key>", name))
+	preflight := h.cors(w, r)
+	if name, found := queryCredential(r); found {
+		h.refuse(w, r, Caller{}, errQueryCredential(name))
+		return
+	}
+	if preflight {
+		answerPreflight(w)
 		return
 	}
 	if limit := h.options().MaxHeaderBytes; limit > 0 && headerBytes(r) > limit {
@@ -353,6 +377,13 @@ func (h *Handler) wrap(rt route) http.Handler {
 				return
 			}
 			caller = c
+			if tc, ok, err := h.redeemTicket(r); ok {
+				if err != nil {
+					h.refuse(w, r, caller, err)
+					return
+				}
+				caller = tc
+			}
 		case rt.scope != scopeNone:
 			h.refuse(w, r, caller, errNoPolicy)
 			return

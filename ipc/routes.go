@@ -29,6 +29,7 @@ var routes = []route{
 	{"GET", "/api/v1/sessions/{id}/ws", scopeRead, (*Handler).serveSessionWS},
 	{"POST", "/api/v1/sessions/{id}/events", scopePublish, (*Handler).servePublish},
 	{"POST", "/api/v1/sessions", scopeAdmin, (*Handler).serveCreateSession},
+	{"POST", wire.PathTickets, scopeAny, (*Handler).serveTicket},
 	{"GET", "/api/v1/sessions", scopeRead, (*Handler).serveListSessions},
 	{"GET", "/api/v1/sessions/{id}", scopeRead, (*Handler).serveShowSession},
 	{"DELETE", "/api/v1/sessions/{id}", scopeAdmin, (*Handler).serveDeleteSession},
@@ -61,6 +62,7 @@ const (
 	scopeRead                    // read (every session)
 	scopeReadFamily              // read:{family} of the path, or read
 	scopePublish                 // publish or some publish:{family}; each event's family is checked again
+	scopeAny                     // any authenticated caller
 )
 
 // check refuses a caller that lacks the route's scope: 401 without an
@@ -86,6 +88,8 @@ func (s scope) check(c Caller, r *http.Request) error {
 		ok = c.Scopes.CanReadFamily(fam)
 	case scopePublish:
 		ok = canPublishAny(c.Scopes)
+	case scopeAny:
+		ok = true
 	}
 	if !ok {
 		return errorf(http.StatusForbidden, wire.CodeForbidden, "this caller may not %s", s.verb())

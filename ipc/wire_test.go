@@ -12,7 +12,7 @@ import (
 func TestWirePathsAreTheRoutesPaths(t *testing.T) {
 	paths := []string{
 		wire.PathEvents, wire.PathEventsWS, wire.PathSessions, wire.PathReload, wire.PathCaps,
-		wire.PathHealthz, wire.PathReadyz, wire.PathMetrics, wire.PathUpstream,
+		wire.PathHealthz, wire.PathReadyz, wire.PathMetrics, wire.PathUpstream, wire.PathTickets,
 		wire.SessionPath("s-1"), wire.SessionEventsPath("s-1"), wire.SessionWSPath("s-1"),
 		wire.FamilyEventsPath("build"), wire.FamilyWSPath("build"),
 	}

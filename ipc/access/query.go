@@ -14,10 +14,12 @@ import (
 // A name looks like a credential when, lowercased and with every character
 // other than a-z and 0-9 dropped (so "-", "_", ".", "[" and the like do not
 // matter), it contains one of key, token, auth, bearer, pass, pwd, secret,
-// jwt, cred, sessionid or sessid, or is exactly pw. That covers key,
+// jwt, cred, sessionid, sessid or ticket, or is exactly pw. That covers key,
 // token, access_token, accessToken, api_key, API-KEY, apikey, X-Api-Key,
 // auth, auth_token, authorization, private_token, session_token, password,
-// passwd, client_secret, jwt, credentials and so on. The API's own
+// passwd, client_secret, jwt, credentials, ticket and so on. A browser's
+// ticket is allowed on GET stream routes only: the router takes it out
+// with [SplitTicket] first and examines the rest. The API's own
 // parameters (since, epoch, maxQueued, types) contain none of them. The
 // net is wide on purpose: a false alarm costs a 401 on a parameter the API
 // does not use, a miss costs a leaked secret.
@@ -155,7 +157,7 @@ func unhex(c byte) byte {
 // private_key; "token" every kind of token.
 var credentialWords = []string{
 	"key", "token", "auth", "bearer", "pass", "pwd", "secret", "jwt", "cred",
-	"sessionid", "sessid",
+	"sessionid", "sessid", "ticket",
 }
 
 // credentialExact are normalized names that are credentials only on their

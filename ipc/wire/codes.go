@@ -20,6 +20,8 @@ const (
 	CodeInvalidRingSize   = "invalid_ringSize"
 	CodeInvalidClientID   = "invalid_client_id"
 	CodeInvalidIdemKey    = "invalid_idempotency_key"
+	CodeInvalidPath       = "invalid_path"
+	CodeInvalidScopes     = "invalid_scopes"
 	CodeWebSocketRequired = "websocket_required"
 	CodeReloadRefused     = "reload_refused"
 
@@ -27,6 +29,9 @@ const (
 	CodeUnauthorized       = "unauthorized"
 	CodeInvalidCredentials = "invalid_credentials"
 	CodeCredentialsInQuery = "credentials_in_query"
+	// CodeInvalidTicket: a ?ticket= that is unknown, used, expired or for
+	// another path.
+	CodeInvalidTicket = "invalid_ticket"
 
 	// 403: the caller lacks the route's scope, or a browser's Origin is
 	// not allowed.
@@ -60,6 +65,8 @@ const (
 	// 429 on REST, or the code of a stream's terminal stream:error frame:
 	// the subscriber limit is reached.
 	CodeSubscriberLimit = "subscriber_limit"
+	// 429: as many browser tickets are outstanding as the daemon keeps.
+	CodeTicketLimit = "ticket_limit"
 	// 431: the request line and headers are too large.
 	CodeHeadersTooLarge = "headers_too_large"
 

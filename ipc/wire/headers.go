@@ -54,6 +54,9 @@ const (
 	ParamMaxQueued = "maxQueued"
 	// ParamEpoch is the epoch a stream's cursor belongs to.
 	ParamEpoch = "epoch"
+	// ParamTicket carries a browser's single-use ticket on a GET stream
+	// route: the only credential ever read from a URL (SPEC §7).
+	ParamTicket = "ticket"
 	// ParamAck chooses a streaming publish's acknowledgements: AckEnd or
 	// AckLine.
 	ParamAck = "ack"

@@ -10,6 +10,9 @@ const (
 	PathEventsWS = "/api/v1/events/ws"
 	// PathSessions lists sessions (GET) and creates one (POST).
 	PathSessions = "/api/v1/sessions"
+	// PathTickets issues a browser's single-use ticket for one stream
+	// (POST TicketRequest, reply TicketReply).
+	PathTickets = "/api/v1/tickets"
 	// PathReload makes the daemon re-read its configuration (POST).
 	PathReload = "/api/v1/reload"
 	// PathUpstream answers UpstreamStatus, the NATS bridge's state (GET).

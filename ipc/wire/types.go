@@ -1,5 +1,7 @@
 package wire
 
+import "time"
+
 // ErrorBody is the JSON body of every refusal (SPEC §6):
 // {"error":{"code":"…","message":"…"}}.
 type ErrorBody struct {
@@ -121,4 +123,23 @@ type Limits struct {
 	MinMaxQueued   int   `json:"minMaxQueued"`
 	MaxMaxQueued   int   `json:"maxMaxQueued"`
 	KeepaliveMs    int64 `json:"keepaliveMs"`
+}
+
+// TicketRequest is the body of POST /api/v1/tickets: a single-use ticket
+// for one GET stream route, for a browser's EventSource, which cannot send
+// an Authorization header (SPEC §7).
+type TicketRequest struct {
+	// Path is the stream route the ticket opens, e.g.
+	// SessionEventsPath("s-1"); no query string.
+	Path string `json:"path"`
+	// Scopes are what the ticket carries, each one held by the caller;
+	// empty means all of the caller's scopes.
+	Scopes []string `json:"scopes,omitempty"`
+}
+
+// TicketReply is the reply of POST /api/v1/tickets. The ticket goes in
+// the stream's URL as ?ticket=…, once, before ExpiresAt.
+type TicketReply struct {
+	Ticket    string    `json:"ticket"`
+	ExpiresAt time.Time `json:"expiresAt"`
 }
