@@ -72,7 +72,10 @@
 //
 // # Where each limit is enforced
 //
-//   - A credential in the query string: ServeHTTP, first, 401.
+//   - A credential in the query string: ServeHTTP, first, 401 (after the
+//     CORS headers of an allowed origin, so a page can read it). The one
+//     exception, ?ticket= on a GET stream route, is redeemed in wrap after
+//     Authenticate; the ticket store caps outstanding tickets (429).
 //   - MaxHeaderBytes: ServeHTTP, 431. BodyTimeout: wrap, on POST and DELETE
 //     bodies, 408.
 //   - MaxBodyBytes: readBody (http.MaxBytesReader), 413. MaxEventBytes and

@@ -11,7 +11,9 @@
 // 0600, opened without following links or blocking); [Keyring.Lookup] turns
 // a presented key into its [KeyInfo]. [BearerToken], [SubprotocolKey] and
 // [QueryCredential] read credentials from a request; [PeerCred] and
-// [PeerScopes] give a Unix socket peer its scopes.
+// [PeerScopes] give a Unix socket peer its scopes. A [TicketStore] issues
+// and redeems the single-use tickets a browser's EventSource carries in
+// ?ticket= ([SplitTicket] takes it out of the query).
 //
 // # Scopes and routes
 //
