@@ -74,6 +74,16 @@ type Options struct {
 	WrapFile func(File) File
 	// OnSync, if set, is called after every sync of the log; default none.
 	OnSync func()
+	// SyncSeconds, if set, is told how long each sync of the log took;
+	// default none. The daemon's fsync latency histogram is one.
+	SyncSeconds Observer
+}
+
+// An Observer takes one measurement, in seconds; a prometheus.Histogram
+// is one. Observe is called on the publishing path (with SyncAlways, once
+// per group commit), so it must be quick and safe for concurrent use.
+type Observer interface {
+	Observe(seconds float64)
 }
 
 // A Journal is the on-disk state of every bus of a daemon. Its methods are
@@ -95,6 +105,11 @@ type Journal struct {
 	kick      chan struct{}
 	stop      chan struct{}
 	wg        sync.WaitGroup
+
+	// Cumulative figures for Stats.
+	checkpoints      atomic.Uint64
+	checkpointErrors atomic.Uint64
+	diskFull         atomic.Uint64
 
 	mu      sync.Mutex // guards the fields below; taken before Store.mu
 	closed  bool
@@ -184,7 +199,7 @@ func (j *Journal) log(num uint64, frames []*bus.Frame, refs []refRun) (lsn, seq 
 		recordPool.Put(bp)
 	}
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, j.countDiskFull(err)
 	}
 	if lsn >= j.compactAt.Load() {
 		select {
@@ -203,7 +218,7 @@ func (j *Journal) waitDurable(lsn uint64) (uint64, error) {
 		return lsn, nil
 	}
 	if err := j.wal.syncTo(lsn); err != nil {
-		return 0, err
+		return 0, j.countDiskFull(err)
 	}
 	return max(lsn, j.wal.synced.Load()), nil
 }
@@ -259,9 +274,29 @@ func (j *Journal) Checkpoint() error {
 	}
 	seq, _, err := j.wal.rotate()
 	if err != nil {
-		return err
+		return j.countCheckpoint(err)
 	}
-	return j.checkpointThrough(seq)
+	return j.countCheckpoint(j.checkpointThrough(seq))
+}
+
+// countCheckpoint notes the result of a checkpoint in the journal's
+// figures and returns err.
+func (j *Journal) countCheckpoint(err error) error {
+	if err != nil {
+		j.checkpointErrors.Add(1)
+	} else {
+		j.checkpoints.Add(1)
+	}
+	return err
+}
+
+// countDiskFull counts an append refused for lack of space, and returns
+// err.
+func (j *Journal) countDiskFull(err error) error {
+	if errors.Is(err, ErrDiskFull) {
+		j.diskFull.Add(1)
+	}
+	return err
 }
 
 // compact removes the oldest log segments whose events the buses have
@@ -288,7 +323,7 @@ func (j *Journal) compact() error {
 	}
 	var err error
 	if found {
-		err = j.checkpointThrough(retire)
+		err = j.countCheckpoint(j.checkpointThrough(retire))
 	}
 	// Ask again after a new CheckpointBytes of log, or, when the rings
 	// retain more than that, after half a segment.
@@ -632,24 +667,38 @@ func (j *Journal) Delete(session string) error {
 	return classify(err)
 }
 
-// Stats are the journal's figures.
+// Stats are the journal's figures. Counters are cumulative since Open.
 type Stats struct {
 	// BytesOnDisk is the size of the database and the log segments.
 	BytesOnDisk int64
 	// LogBytes is the size of the log not yet checkpointed.
 	LogBytes int64
+	// DBBytes is the size of the database file.
+	DBBytes int64
+	// Checkpoints counts the checkpoints and compactions that copied the
+	// log into the database and removed segments; CheckpointErrors those
+	// that failed.
+	Checkpoints, CheckpointErrors uint64
+	// DiskFull counts appends refused for lack of space (ErrDiskFull).
+	DiskFull uint64
 }
 
-// Stats returns the journal's figures.
+// Stats returns the journal's figures. It reads the directory, so it is
+// meant for a scrape, not for a hot path.
 func (j *Journal) Stats() Stats {
 	var st Stats
 	ents, _ := os.ReadDir(j.dir)
 	for _, e := range ents {
 		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
 			st.BytesOnDisk += fi.Size()
+			if e.Name() == dbName {
+				st.DBBytes = fi.Size()
+			}
 		}
 	}
 	st.LogBytes = int64(j.wal.end() - j.wal.start())
+	st.Checkpoints, st.CheckpointErrors = j.checkpoints.Load(), j.checkpointErrors.Load()
+	st.DiskFull = j.diskFull.Load()
 	return st
 }
 

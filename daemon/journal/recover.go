@@ -220,6 +220,9 @@ func (j *Journal) recoverDB(aside bool) error {
 	}
 
 	j.wal, err = openWAL(j.dir, nextSeq, j.opts.SegmentBytes, j.opts.WrapFile, j.opts.OnSync, j.mode == SyncNever)
+	if err == nil {
+		j.wal.syncSeconds = j.opts.SyncSeconds
+	}
 	return err
 }
 

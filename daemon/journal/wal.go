@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // File is a log segment as the journal writes it. Options.WrapFile may wrap
@@ -29,11 +30,14 @@ type File interface {
 // wal is the write-ahead log: numbered segment files, one current. Offsets
 // in it (lsn) count the bytes appended since Open, across segments.
 type wal struct {
-	dir     string
-	wrap    func(File) File
-	onSync  func()
-	noSync  bool // SyncNever: rotation does not sync
-	segSize int64
+	dir    string
+	wrap   func(File) File
+	onSync func()
+	// syncSeconds, if set, is told how long each segment sync took; set
+	// once after openWAL, before any append.
+	syncSeconds Observer
+	noSync      bool // SyncNever: rotation does not sync
+	segSize     int64
 
 	syncMu sync.Mutex // held by the goroutine syncing and by rotate/close; taken before mu
 	synced atomic.Uint64
@@ -254,8 +258,12 @@ func (w *wal) syncLocked() error {
 	if w.synced.Load() >= target && len(old) == 0 {
 		return nil
 	}
+	start := time.Now()
 	if serr := f.Sync(); err == nil {
 		err = serr
+	}
+	if w.syncSeconds != nil {
+		w.syncSeconds.Observe(time.Since(start).Seconds())
 	}
 	if w.onSync != nil {
 		w.onSync()
