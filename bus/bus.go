@@ -150,6 +150,7 @@ type counters struct {
 	published      atomic.Uint64
 	delivered      atomic.Uint64
 	slowWarnings   atomic.Uint64
+	slowBytes      atomic.Uint64 // of slowWarnings, those the byte figure set off
 	evictedQueue   atomic.Uint64
 	evictedBytes   atomic.Uint64
 	gapRingEvicted atomic.Uint64
@@ -755,7 +756,8 @@ type Stats struct {
 	Subscribers    int
 	Published      uint64 // events that got an id
 	Delivered      uint64 // live frames queued to subscribers
-	SlowWarnings   uint64
+	SlowWarnings   uint64 // stream:slow sent, for either figure
+	SlowBytes      uint64 // of SlowWarnings, those sent because live bytes reached 75% (and frames had not)
 	EvictedQueue   uint64 // stream:lagged, queue_overflow
 	EvictedBytes   uint64 // stream:lagged, queue_bytes_overflow
 	GapRingEvicted uint64 // stream:gap served, ring_evicted
@@ -774,6 +776,9 @@ func (b *Bus) Stats() Stats {
 	b.mu.Unlock()
 	s.Published = b.stats.published.Load()
 	s.Delivered = b.stats.delivered.Load()
+	// The part first, then the whole, which is counted first: SlowBytes
+	// never exceeds SlowWarnings.
+	s.SlowBytes = b.stats.slowBytes.Load()
 	s.SlowWarnings = b.stats.slowWarnings.Load()
 	s.EvictedQueue = b.stats.evictedQueue.Load()
 	s.EvictedBytes = b.stats.evictedBytes.Load()

@@ -870,3 +870,38 @@ func TestCancelledSubscriberHoldsNoGoroutine(t *testing.T) {
 	}
 	goleak.VerifyNone(t, before)
 }
+
+// TestSlowWarningsAndEvictionsReportTheirReason pins what the daemon's
+// metrics and log read: a warning set off by the byte figure is counted in
+// Stats.SlowBytes as well as SlowWarnings, one set off by the frame count
+// only in SlowWarnings; the subscription counts the warnings it was sent
+// and, once evicted, reports stream:lagged's reason.
+func TestSlowWarningsAndEvictionsReportTheirReason(t *testing.T) {
+	data := `"` + strings.Repeat("x", 1000) + `"`
+	byBytes := newBus(t, bus.Options{Session: "s", MaxQueued: 256, MaxQueuedBytes: 4096})
+	sb := subscribe(t, byBytes, bus.SubscribeOptions{})
+	for range 6 {
+		byBytes.Publish(ev("a:b", data))
+	}
+	if st := byBytes.Stats(); st.SlowWarnings != 1 || st.SlowBytes != 1 || st.EvictedBytes != 1 {
+		t.Errorf("bytes: SlowWarnings %d, SlowBytes %d, EvictedBytes %d; want 1, 1, 1", st.SlowWarnings, st.SlowBytes, st.EvictedBytes)
+	}
+	if n, r := sb.SlowWarnings(), sb.LagReason(); n != 1 || r != bus.LagQueueBytesOverflow {
+		t.Errorf("bytes: subscription SlowWarnings() %d, LagReason() %q; want 1, %q", n, r, bus.LagQueueBytesOverflow)
+	}
+
+	byCount := newBus(t, bus.Options{Session: "s", MaxQueued: 16})
+	sc := subscribe(t, byCount, bus.SubscribeOptions{})
+	if r := sc.LagReason(); r != "" {
+		t.Errorf("LagReason() of an open subscription = %q, want empty", r)
+	}
+	for range 17 {
+		byCount.Publish(ev("a:b", ""))
+	}
+	if st := byCount.Stats(); st.SlowWarnings != 1 || st.SlowBytes != 0 || st.EvictedQueue != 1 {
+		t.Errorf("count: SlowWarnings %d, SlowBytes %d, EvictedQueue %d; want 1, 0, 1", st.SlowWarnings, st.SlowBytes, st.EvictedQueue)
+	}
+	if n, r := sc.SlowWarnings(), sc.LagReason(); n != 1 || r != bus.LagQueueOverflow {
+		t.Errorf("count: subscription SlowWarnings() %d, LagReason() %q; want 1, %q", n, r, bus.LagQueueOverflow)
+	}
+}

@@ -30,15 +30,17 @@ type Subscription struct {
 	session   string // for the reserved frames it gets
 	ready     chan struct{}
 	filter    atomic.Pointer[Filter]
-	index     int // position in bus.subs; -1 once removed. Guarded by bus.mu.
+	index     int           // position in bus.subs; -1 once removed. Guarded by bus.mu.
+	slowSent  atomic.Uint32 // stream:slow frames queued, for the writer's log
 
 	mu        sync.Mutex  // guards the fields below
 	stopCtx   func() bool // stops the context.AfterFunc; nil until set by Subscribe
 	q         []entry
-	live      int   // queued live frames
-	liveBytes int64 // their encoded size
-	waiting   bool  // the writer's last Take returned nothing
-	warned    bool  // stream:slow sent; re-armed at 37.5%
+	live      int    // queued live frames
+	liveBytes int64  // their encoded size
+	waiting   bool   // the writer's last Take returned nothing
+	warned    bool   // stream:slow sent; re-armed at 37.5%
+	lagReason string // stream:lagged's reason, once evicted
 	end       EndReason
 	dropped   bool // Close was called: Take returns nothing more
 }
@@ -99,6 +101,18 @@ func (s *Subscription) End() EndReason {
 	defer s.mu.Unlock()
 	return s.end
 }
+
+// LagReason returns the reason of the subscription's stream:lagged
+// (LagQueueOverflow or LagQueueBytesOverflow) once it was evicted, else "".
+func (s *Subscription) LagReason() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lagReason
+}
+
+// SlowWarnings returns how many stream:slow frames the subscription has
+// been sent. It takes no lock, so a writer may check it after every Take.
+func (s *Subscription) SlowWarnings() int { return int(s.slowSent.Load()) }
 
 // Close removes the subscriber from its bus at once and drops its queued
 // frames. It is idempotent and safe to call from any goroutine; it is what
@@ -203,6 +217,10 @@ func (s *Subscription) pushLiveLocked(f *Frame, st *counters) (evicted bool) {
 	if !s.warned && (s.live*4 >= s.maxQueued*3 || s.liveBytes*4 >= s.maxBytes*3) {
 		s.warned = true
 		st.slowWarnings.Add(1)
+		if s.live*4 < s.maxQueued*3 {
+			st.slowBytes.Add(1)
+		}
+		s.slowSent.Add(1)
 		s.pushForcedLocked(reservedFrame(TypeSlow, s.session, SlowData{
 			Queued: s.live, MaxQueued: s.maxQueued, QueuedBytes: s.liveBytes, MaxQueuedBytes: s.maxBytes,
 		}))
@@ -250,6 +268,7 @@ func (s *Subscription) evictLocked(reason string, eventBytes int64) {
 		d.EventBytes = &eventBytes
 	}
 	s.pushForcedLocked(reservedFrame(TypeLagged, s.session, d))
+	s.lagReason = reason
 	s.end = EndLagged
 }
 

@@ -433,6 +433,7 @@ func addCounters(dst, src *bus.Stats) {
 	dst.Published += src.Published
 	dst.Delivered += src.Delivered
 	dst.SlowWarnings += src.SlowWarnings
+	dst.SlowBytes += src.SlowBytes
 	dst.EvictedQueue += src.EvictedQueue
 	dst.EvictedBytes += src.EvictedBytes
 	dst.GapRingEvicted += src.GapRingEvicted
