@@ -598,30 +598,39 @@ func TestQueryCredentialsAreRefusedOnEveryPath(t *testing.T) {
 }
 
 func TestRefusalsLogWhoWithoutSecrets(t *testing.T) {
-	f := newRouteFixture(t, nil)
-	f.do(t, viaOther, "GET", "/api/v1/events", "")
-	f.do(t, viaTCP, "GET", "/api/v1/events", "", "Authorization", "Bearer "+f.keys.read)
-	f.do(t, viaTCP, "GET", "/api/v1/sessions", "", "Authorization", "Bearer "+f.keys.wrong)
-	f.do(t, viaTCP, "GET", "/api/v1/sessions", "", "Authorization", f.keys.admin)
-
-	lines := strings.Split(strings.TrimSpace(f.log.String()), "\n")
-	if len(lines) != 4 {
-		t.Fatalf("log has %d lines, want one per refusal:\n%s", len(lines), f.log)
+	tests := []struct {
+		name string
+		do   func(f *routeFixture)
+		want []string
+	}{
+		{"peer without scope", func(f *routeFixture) { f.do(t, viaOther, "GET", "/api/v1/events", "") },
+			[]string{"msg=refused", "reason=auth", "status=403", "path=/api/v1/events", "peer_uid=65534", "peer_pid=4003"}},
+		{"key without scope", func(f *routeFixture) {
+			f.do(t, viaTCP, "GET", "/api/v1/events", "", "Authorization", "Bearer "+f.keys.read)
+		}, []string{"msg=refused", "status=403", "key=reader", "remote=127.0.0.1:50000"}},
+		{"unknown key", func(f *routeFixture) {
+			f.do(t, viaTCP, "GET", "/api/v1/sessions", "", "Authorization", "Bearer "+f.keys.wrong)
+		}, []string{"msg=refused", "status=401", "code=invalid_credentials", "remote=127.0.0.1:50000"}},
+		{"malformed header", func(f *routeFixture) {
+			f.do(t, viaTCP, "GET", "/api/v1/sessions", "", "Authorization", f.keys.admin)
+		}, []string{"msg=refused", "status=401", "code=invalid_credentials"}},
 	}
-	wants := [][]string{
-		{"msg=refused", "status=403", "path=/api/v1/events", "peer_uid=65534", "peer_pid=4003"},
-		{"msg=refused", "status=403", "key=reader", "remote=127.0.0.1:50000"},
-		{"msg=refused", "status=401", "code=invalid_credentials", "remote=127.0.0.1:50000"},
-		{"msg=refused", "status=401", "code=invalid_credentials"},
-	}
-	for i, want := range wants {
-		for _, w := range want {
-			if !strings.Contains(lines[i], w) {
-				t.Errorf("log line %q lacks %q", lines[i], w)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newRouteFixture(t, nil)
+			tt.do(f)
+			lines := strings.Split(strings.TrimSpace(f.log.String()), "\n")
+			if len(lines) != 1 {
+				t.Fatalf("log has %d lines, want one for the refusal:\n%s", len(lines), f.log)
 			}
-		}
+			for _, w := range tt.want {
+				if !strings.Contains(lines[0], w) {
+					t.Errorf("log line %q lacks %q", lines[0], w)
+				}
+			}
+			assertNoKeys(t, "the log", f.log.String(), f.keys)
+		})
 	}
-	assertNoKeys(t, "the log", f.log.String(), f.keys)
 }
 
 // tcpServer serves the fixture's handler on loopback TCP with the

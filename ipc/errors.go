@@ -18,6 +18,7 @@ type Error struct {
 	Status  int    // HTTP status
 	Code    string // machine-readable, e.g. "invalid_type", "not_found"
 	Message string // for people
+	cause   error  // an internal error's detail: logged, never sent
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("ipc: %d %s: %s", e.Status, e.Code, e.Message) }
@@ -61,12 +62,16 @@ func asError(err error) *Error {
 	if errors.As(err, &mbe) {
 		return errorf(http.StatusRequestEntityTooLarge, wire.CodeBodyTooLarge, "request body larger than %d bytes", mbe.Limit)
 	}
-	return errorf(http.StatusInternalServerError, wire.CodeInternal, "%v", err)
+	// The detail of an unexpected error may name files, buses or the
+	// daemon's internals: it goes to the log (ServeHTTP), the client gets
+	// a generic message.
+	return &Error{Status: http.StatusInternalServerError, Code: wire.CodeInternal, Message: "internal error; the daemon's log has the details", cause: err}
 }
 
 // writeError answers with err as a JSON error body.
 func writeError(w http.ResponseWriter, err error) {
 	e := asError(err)
+	noteError(w, e)
 	if e.Code == wire.CodeBusy {
 		w.Header().Set("Retry-After", "1")
 	}

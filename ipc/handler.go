@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -105,6 +106,10 @@ type Options struct {
 	// Metrics are more collectors for GET /metrics (the bridge's); they
 	// are registered by New, so SetOptions does not change them.
 	Metrics []prometheus.Collector
+	// Registry is where the router registers its metrics, and what GET
+	// /metrics serves: the daemon registers its own collectors there too.
+	// nil means a registry of the router's own. Only New reads it.
+	Registry *prometheus.Registry
 }
 
 func (o *Options) fill() {
@@ -166,18 +171,20 @@ type Handler struct {
 	inflight    atomic.Int64 // bytes of request bodies being read, for MaxInflightBodyBytes
 	metrics     *metrics
 	tickets     *access.TicketStore
+	// refusalLimiter keeps refused requests from flooding the log.
+	refusalLimiter rateLimiter
 }
 
 // New returns a Handler serving the routes of SPEC §6 over opts.Hub.
 func New(opts Options) *Handler {
-	h := &Handler{mux: http.NewServeMux()}
+	h := &Handler{mux: http.NewServeMux(), refusalLimiter: rateLimiter{interval: time.Second}}
 	h.drainCtx, h.drainCancel = context.WithCancel(context.Background())
 	h.tickets = opts.Tickets
 	if h.tickets == nil {
 		h.tickets = access.NewTicketStore(access.TicketOptions{})
 	}
 	h.SetOptions(opts)
-	h.metrics = newMetrics(h)
+	h.metrics = newMetrics(h, opts.Registry)
 	h.ready.Store(true)
 	paths := map[string]bool{}
 	for _, rt := range routes {
@@ -241,23 +248,39 @@ func (h *Handler) Wait(ctx context.Context) error {
 // so the secret) echoed in its Location header. Before that, a request from
 // an allowed origin on a CORS route gets its CORS headers, so a page can
 // read the refusal; its preflight is answered right after the check.
+//
+// Every request is counted in the metrics by route and status once its
+// handler returns, and a refused one is logged (rate-limited).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	preflight := h.cors(w, r)
+	rw := &reqWriter{ResponseWriter: w}
+	preflight := h.cors(rw, r)
 	if name, found := queryCredential(r); found {
-		h.refuse(w, r, Caller{}, errQueryCredential(name))
+		h.refuse(rw, r, Caller{}, errQueryCredential(name))
+		h.observe(r, rw, routeOther)
 		return
 	}
 	if preflight {
-		answerPreflight(w)
+		answerPreflight(rw)
+		h.observe(r, rw, routeOther)
 		return
 	}
 	if limit := h.options().MaxHeaderBytes; limit > 0 && headerBytes(r) > limit {
-		h.refuse(w, r, Caller{}, errorf(http.StatusRequestHeaderFieldsTooLarge, wire.CodeHeadersTooLarge,
+		h.refuse(rw, r, Caller{}, errorf(http.StatusRequestHeaderFieldsTooLarge, wire.CodeHeadersTooLarge,
 			"the request line and headers exceed %d bytes", limit))
+		h.observe(r, rw, routeOther)
 		return
 	}
-	h.mux.ServeHTTP(w, r)
+	h.mux.ServeHTTP(rw, r)
+	route := routeOther
+	if strings.Contains(r.Pattern, " ") {
+		route = r.Pattern // a route of the table, "METHOD /path"
+	}
+	h.observe(r, rw, route)
 }
+
+// routeOther is the route label of a request that matched no route of the
+// table: a 404, a 405, or one refused before routing.
+const routeOther = "other"
 
 // headerBytes returns the size of r's request line and headers as they
 // were sent, give or take the spelling of white space.
@@ -297,21 +320,11 @@ func limitBodyTime(w http.ResponseWriter, r *http.Request, o *Options) {
 	}
 }
 
-// refuse answers a request the access policy refused, and logs who it was:
-// the peer's uid and pid on a Unix socket, the key's name, never a secret.
+// refuse answers a request the access policy refused. ServeHTTP logs it,
+// with who it was (see peerAttrs).
 func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, c Caller, err error) {
-	e := asError(err)
-	attrs := []any{"method", r.Method, "path", r.URL.Path, "status", e.Status, "code", e.Code}
-	if ci := connFrom(r.Context()); ci.peer != nil {
-		attrs = append(attrs, "peer_uid", ci.peer.UID, "peer_pid", ci.peer.PID)
-	} else if !ci.unix {
-		attrs = append(attrs, "remote", r.RemoteAddr)
-	}
-	if c.KeyName != "" {
-		attrs = append(attrs, "key", c.KeyName)
-	}
-	h.options().Logger.Warn("refused", attrs...)
-	writeError(w, e)
+	noteCaller(w, c)
+	writeError(w, err)
 }
 
 func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
@@ -388,6 +401,7 @@ func (h *Handler) wrap(rt route) http.Handler {
 			h.refuse(w, r, caller, errNoPolicy)
 			return
 		}
+		noteCaller(w, caller)
 		if err := rt.scope.check(caller, r); err != nil {
 			h.refuse(w, r, caller, err)
 			return

@@ -2,6 +2,8 @@ package ipc
 
 import (
 	"net/http"
+	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -10,36 +12,89 @@ import (
 )
 
 // metrics are the router's Prometheus metrics (GET /metrics): bus figures
-// read from the hub at scrape time, and the publish latency the router
-// measures. Each Handler has its own registry.
+// read from the hub at scrape time, and what the router counts itself:
+// publish latency, requests by route and status, refusals by reason. They
+// live in Options.Registry, beside whatever else the daemon registers
+// there; each Handler without one has a registry of its own.
 type metrics struct {
 	publishSeconds prometheus.Histogram
+	requests       *prometheus.CounterVec
+	refusals       *prometheus.CounterVec
 	handler        http.Handler
+
+	// counters caches the children of requests and refusals, so that
+	// counting a request does not hash its labels.
+	counters sync.Map // metricKey → prometheus.Counter
 }
 
-func newMetrics(h *Handler) *metrics {
-	reg := prometheus.NewRegistry()
+// metricKey names a child of requests (kind 0) or refusals (kind 1).
+type metricKey struct {
+	kind int
+	a, b string
+}
+
+func newMetrics(h *Handler, reg *prometheus.Registry) *metrics {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
 	m := &metrics{
 		publishSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "localbus_publish_duration_seconds",
 			Help:    "Time from a publish request's decoded body to its events being queued to every subscriber.",
 			Buckets: []float64{.00001, .00003, .0001, .0003, .001, .003, .01, .03, .1, .3, 1},
 		}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "localbus_http_requests_total",
+			Help: "HTTP requests answered, by route (\"other\" for none) and status code; a stream is counted when its handler returns.",
+		}, []string{"route", "code"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "localbus_refusals_total",
+			Help: "Requests refused, by reason (auth, limit, bad_input, disk_full, unavailable, internal) and error code.",
+		}, []string{"reason", "code"}),
 	}
-	reg.MustRegister(m.publishSeconds, busCollector{h})
+	reg.MustRegister(m.publishSeconds, m.requests, m.refusals, busCollector{h})
 	reg.MustRegister(h.options().Metrics...)
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	return m
 }
 
+// request counts one answered request.
+func (m *metrics) request(route string, status int) {
+	m.counter(metricKey{0, route, strconv.Itoa(status)}).Inc()
+}
+
+// refused counts one refused request.
+func (m *metrics) refused(reason, code string) {
+	m.counter(metricKey{1, reason, code}).Inc()
+}
+
+func (m *metrics) counter(k metricKey) prometheus.Counter {
+	if c, ok := m.counters.Load(k); ok {
+		return c.(prometheus.Counter)
+	}
+	vec := m.requests
+	if k.kind == 1 {
+		vec = m.refusals
+	}
+	c, _ := m.counters.LoadOrStore(k, vec.WithLabelValues(k.a, k.b))
+	return c.(prometheus.Counter)
+}
+
 // busCollector reads the hub's totals on each scrape.
 type busCollector struct{ h *Handler }
+
+// Slow warning reasons, the reason label of localbus_slow_warnings_total:
+// which live figure reached 75% of its limit.
+const (
+	slowQueue      = "queue"
+	slowQueueBytes = "queue_bytes"
+)
 
 var (
 	descPublished  = prometheus.NewDesc("localbus_events_published_total", "Events that got an id.", []string{"bus"}, nil)
 	descDelivered  = prometheus.NewDesc("localbus_frames_delivered_total", "Live events queued to subscribers.", []string{"bus"}, nil)
 	descEvicted    = prometheus.NewDesc("localbus_subscribers_evicted_total", "Subscribers evicted as slow readers (stream:lagged), by reason.", []string{"bus", "reason"}, nil)
-	descSlow       = prometheus.NewDesc("localbus_slow_warnings_total", "stream:slow warnings sent.", []string{"bus"}, nil)
+	descSlow       = prometheus.NewDesc("localbus_slow_warnings_total", "stream:slow warnings sent, by the figure that reached 75% (queue: frames, queue_bytes: bytes).", []string{"bus", "reason"}, nil)
 	descGaps       = prometheus.NewDesc("localbus_gaps_served_total", "stream:gap frames sent to resuming clients, by reason.", []string{"bus", "reason"}, nil)
 	descReplayed   = prometheus.NewDesc("localbus_events_replayed_total", "Events queued by replays to resuming clients.", []string{"bus"}, nil)
 	descSubs       = prometheus.NewDesc("localbus_subscribers", "Subscribers now.", []string{"bus"}, nil)
@@ -71,7 +126,8 @@ func (c busCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descDelivered, b.st.Delivered)
 		counter(descEvicted, b.st.EvictedQueue, bus.LagQueueOverflow)
 		counter(descEvicted, b.st.EvictedBytes, bus.LagQueueBytesOverflow)
-		counter(descSlow, b.st.SlowWarnings)
+		counter(descSlow, b.st.SlowWarnings-b.st.SlowBytes, slowQueue)
+		counter(descSlow, b.st.SlowBytes, slowQueueBytes)
 		counter(descGaps, b.st.GapRingEvicted, bus.GapRingEvicted)
 		counter(descGaps, b.st.GapEpochReset, bus.GapEpochReset)
 		counter(descReplayed, b.st.Replayed)

@@ -277,6 +277,7 @@ func (ps *pubStream) fail(err error) {
 		return
 	}
 	e := asError(err)
+	noteError(ps.w, e)
 	body := wire.StreamErrorBody{Error: wire.ErrorDetail{Code: e.Code, Message: e.Message}}
 	if ps.reply.Count > 0 {
 		body.Published = &ps.reply

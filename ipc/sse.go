@@ -30,7 +30,7 @@ func setSSEHeaders(hd http.Header) { framewriter.SetHeaders(hd) }
 // ResponseWriter that cannot be taken over) it streams through the
 // ResponseWriter until the stream ends. Either way the same loop (pump)
 // writes the stream.
-func (h *Handler) runSSE(w http.ResponseWriter, r *http.Request, sub *bus.Subscription, refusal *bus.Frame, done func()) {
+func (h *Handler) runSSE(w http.ResponseWriter, r *http.Request, sub *bus.Subscription, refusal *bus.Frame, sl *streamLog, done func()) {
 	o := h.options()
 	s, err := framewriter.NewSSE(w, r, sub != nil, sseRetry, o.WriteTimeout)
 	if err != nil {
@@ -44,7 +44,7 @@ func (h *Handler) runSSE(w http.ResponseWriter, r *http.Request, sub *bus.Subscr
 	}
 	if !s.Hijacked() {
 		defer done()
-		end, ok := pump(r.Context(), sub, s, nil, o)
+		end, ok := pump(r.Context(), sub, s, nil, o, sl)
 		s.Close(streamEnd(end, ok))
 		return
 	}
@@ -53,7 +53,7 @@ func (h *Handler) runSSE(w http.ResponseWriter, r *http.Request, sub *bus.Subscr
 		defer done()
 		// Not r.Context(): the request is over once the connection is
 		// hijacked; the watcher closes sub when the client leaves.
-		end, ok := pump(context.Background(), sub, s, nil, o)
+		end, ok := pump(context.Background(), sub, s, nil, o, sl)
 		s.Close(streamEnd(end, ok))
 	}()
 }

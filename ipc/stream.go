@@ -3,6 +3,7 @@ package ipc
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"time"
@@ -189,11 +190,13 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 	h.streams.Add(1)
 	n := h.open.Add(1)
 	var sub *bus.Subscription
+	sl := newStreamLog(o.Logger, r, c, session, family)
 	// done ends the stream's bookkeeping. The transport calls it once the
 	// stream is over, which may be after this handler has returned: a
 	// stream on a taken-over connection outlives its request.
 	done := func() {
 		if sub != nil {
+			sl.ended(sub)
 			sub.Close()
 		}
 		h.open.Add(-1)
@@ -226,12 +229,16 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 	var refusal *bus.Frame
 	if sub == nil {
 		refusal = bus.ErrorFrame(b.Session(), wire.CodeSubscriberLimit, "the subscriber limit is reached; retry later")
+		// Refused in-band, with a 200 or 101: counted and logged as the
+		// limit refusal it is.
+		h.metrics.refused(reasonLimit, wire.CodeSubscriberLimit)
+		h.logRefusal(r, reqWriterOf(w), http.StatusTooManyRequests, reasonLimit, wire.CodeSubscriberLimit)
 	}
 	switch kind {
 	case kindSSE:
-		h.runSSE(w, r, sub, refusal, done)
+		h.runSSE(w, r, sub, refusal, sl, done)
 	case kindWS:
-		h.runWS(w, r, sub, refusal, done)
+		h.runWS(w, r, sub, refusal, sl, done)
 	}
 }
 
@@ -264,7 +271,7 @@ func streamEnd(end bus.EndReason, ok bool) bus.EndReason {
 // that was quiet for a keepalive interval. It returns when the stream
 // ended (ok, with why, its terminal frame written) or the connection
 // failed or ctx ended (not ok).
-func pump(ctx context.Context, sub *bus.Subscription, w framewriter.Writer, replies <-chan []byte, o *Options) (end bus.EndReason, ok bool) {
+func pump(ctx context.Context, sub *bus.Subscription, w framewriter.Writer, replies <-chan []byte, o *Options, sl *streamLog) (end bus.EndReason, ok bool) {
 	keepalive := newKeepalive(o.Keepalive)
 	defer keepalive.stop()
 	for {
@@ -272,6 +279,7 @@ func pump(ctx context.Context, sub *bus.Subscription, w framewriter.Writer, repl
 		var ended bool
 		wb.Frames, ended = sub.Take(wb.Frames)
 		n := len(wb.Frames)
+		sl.checkSlow(sub)
 		err := w.Write(wb, wb.Frames, nil, ended)
 		framewriter.PutBuf(wb)
 		if err != nil {
@@ -306,6 +314,51 @@ func pump(ctx context.Context, sub *bus.Subscription, w framewriter.Writer, repl
 		case <-ctx.Done():
 			return bus.EndNone, false
 		}
+	}
+}
+
+// streamLog logs what happens to one stream that its client did not ask
+// for: each stream:slow warning (debug) and an eviction (info), naming the
+// bus and the peer. It is used by the stream's writer goroutine only.
+type streamLog struct {
+	log   *slog.Logger
+	attrs []any
+	slow  int // warnings logged so far
+}
+
+func newStreamLog(log *slog.Logger, r *http.Request, c Caller, session, family string) *streamLog {
+	attrs := []any{"path", r.URL.Path}
+	switch {
+	case session != "":
+		attrs = append(attrs, "session", session)
+	case family != "":
+		attrs = append(attrs, "bus", "global", "family", family)
+	default:
+		attrs = append(attrs, "bus", "global")
+	}
+	return &streamLog{log: log, attrs: append(attrs, peerAttrs(r, c)...)}
+}
+
+// checkSlow logs the stream:slow warnings sub was sent since the last
+// check: at debug, since a warning is the client's business until it is
+// evicted.
+func (l *streamLog) checkSlow(sub *bus.Subscription) {
+	n := sub.SlowWarnings()
+	if n == l.slow {
+		return
+	}
+	l.slow = n
+	st := sub.Stats()
+	l.log.Debug("slow subscriber warned", append(l.attrs, "warnings", n, "queued", st.Live, "queued_bytes", st.LiveBytes)...)
+}
+
+// ended logs the warnings not logged yet and an eviction, once sub's
+// stream is over: a writer blocked on a peer that stopped reading never
+// took the frames that carry them.
+func (l *streamLog) ended(sub *bus.Subscription) {
+	l.checkSlow(sub)
+	if reason := sub.LagReason(); reason != "" {
+		l.log.Info("subscriber evicted", append(l.attrs, "reason", reason, "max_queued", sub.MaxQueued())...)
 	}
 }
 

@@ -21,7 +21,7 @@ import (
 // goroutine; done is called when the stream is over. coder/websocket runs
 // the protocol; the writer sends the messages itself, every frame of a
 // wake-up in one writev (see framewriter.WS).
-func (h *Handler) runWS(w http.ResponseWriter, r *http.Request, sub *bus.Subscription, refusal *bus.Frame, done func()) {
+func (h *Handler) runWS(w http.ResponseWriter, r *http.Request, sub *bus.Subscription, refusal *bus.Frame, sl *streamLog, done func()) {
 	o := h.options()
 	s, err := framewriter.AcceptWS(w, r, &websocket.AcceptOptions{
 		Subprotocols: []string{wire.Subprotocol},
@@ -39,12 +39,12 @@ func (h *Handler) runWS(w http.ResponseWriter, r *http.Request, sub *bus.Subscri
 			refuse(s, refusal)
 			return
 		}
-		serveWS(s, sub, o)
+		serveWS(s, sub, o, sl)
 	}()
 }
 
 // serveWS runs an accepted stream until it ends or the connection fails.
-func serveWS(s *framewriter.WS, sub *bus.Subscription, o *Options) {
+func serveWS(s *framewriter.WS, sub *bus.Subscription, o *Options, sl *streamLog) {
 	c := s.Conn()
 	c.SetReadLimit(MaxControlFrame)
 	// Not r.Context(): the request is over once the connection is hijacked.
@@ -64,7 +64,7 @@ func serveWS(s *framewriter.WS, sub *bus.Subscription, o *Options) {
 		cancel()
 		<-readerDone
 	}()
-	end, ok := pump(ctx, sub, s, replies, o)
+	end, ok := pump(ctx, sub, s, replies, o, sl)
 	s.Close(streamEnd(end, ok))
 }
 
