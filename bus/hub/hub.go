@@ -56,8 +56,9 @@ type Options struct {
 	Journal Journal
 	// IdempotencyWindow is how long Once remembers a key; default 10 min.
 	IdempotencyWindow time.Duration
-	// Logger receives what the hub reports on its own (a key it could
-	// not store, a session expired); nil means slog.Default().
+	// Logger receives what the hub reports on its own: each session
+	// created (by a request or by a publish) and deleted, a key it could
+	// not store, a session expired; nil means slog.Default().
 	Logger *slog.Logger
 }
 
@@ -110,6 +111,7 @@ type Durability struct {
 // concurrent use.
 type Hub struct {
 	global *bus.Bus
+	log    *slog.Logger // nil for none
 
 	mu       sync.Mutex // guards the fields below
 	closed   bool
@@ -199,7 +201,7 @@ func New(opts Options) (*Hub, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	h := &Hub{global: g, opts: opts, sessions: make(map[string]*Session), deleting: make(map[string]chan struct{})}
+	h := &Hub{global: g, log: opts.Logger, opts: opts, sessions: make(map[string]*Session), deleting: make(map[string]chan struct{})}
 	h.setKeyWindow(opts.IdempotencyWindow)
 	if err := h.loadKeys(time.Now()); err != nil {
 		return nil, err
@@ -262,6 +264,7 @@ func (h *Hub) Create(id string, ringSize int) (*Session, error) {
 		return nil, err
 	}
 	h.announce("localbus:session-opened", id)
+	h.logSession("session created", id, "ring_size", s.Bus.Stats().Limits.RingSize)
 	return s, nil
 }
 
@@ -396,6 +399,7 @@ func (h *Hub) Delete(id string) error {
 	}
 	h.dropSessionKeys(id)
 	h.announce("localbus:session-closed", id)
+	h.logSession("session deleted", id)
 	return err
 }
 
@@ -556,7 +560,16 @@ func (h *Hub) open(id string, events []bus.Event, mirror bool) (*Session, error)
 		return nil, err
 	}
 	h.announce("localbus:session-opened", id)
+	h.logSession("session created", id, "by", "publish")
 	return s, nil
+}
+
+// logSession logs a session's creation or deletion, if the hub has a
+// logger.
+func (h *Hub) logSession(msg, id string, attrs ...any) {
+	if h.log != nil {
+		h.log.Info(msg, append([]any{"session", id}, attrs...)...)
+	}
 }
 
 // EndStreams ends every stream of every bus, global included, with
