@@ -116,6 +116,11 @@ type Config struct {
 	IdleTimeout time.Duration
 	// LogLevel is "debug", "info", "warn" or "error". Default: "info".
 	LogLevel string
+	// LogFormat is LogFormatText (logfmt-like key=value lines) or
+	// LogFormatJSON (one JSON object per line). Under journald
+	// (JOURNAL_STREAM set) lines carry no timestamp of their own either
+	// way. Default: "text".
+	LogFormat string
 	// StateDir is where the journal lives; it must be set when Durability
 	// is DurabilityDisk. Default: DefaultStateDir().
 	StateDir string
@@ -146,6 +151,12 @@ const (
 	FsyncAlways   = "always"
 	FsyncInterval = "interval"
 	FsyncNever    = "never"
+)
+
+// Values of Config.LogFormat.
+const (
+	LogFormatText = "text"
+	LogFormatJSON = "json"
 )
 
 const (
@@ -183,6 +194,7 @@ func Defaults() Config {
 		ReadHeaderTimeout:    10 * time.Second,
 		IdleTimeout:          120 * time.Second,
 		LogLevel:             "info",
+		LogFormat:            LogFormatText,
 		StateDir:             DefaultStateDir(),
 		Durability:           DurabilityDisk,
 		Fsync:                FsyncAlways,
@@ -273,7 +285,8 @@ func Settings() []Setting { return slices.Clone(settings) }
 
 // settings is the settings table. A setting is Reloadable unless the running
 // daemon cannot take a new value: the listeners are made (socket,
-// socket_mode, socket_group, listen_tcp), the journal is open (state_dir,
+// socket_mode, socket_group, listen_tcp), the logger is made (log_format),
+// the journal is open (state_dir,
 // durability, fsync, fsync_interval), and the http.Server's timeouts and
 // header limit (read_header_timeout, idle_timeout, max_header_bytes) are
 // read by its serving goroutines without a lock, so changing them while it
@@ -308,6 +321,7 @@ var settings = []Setting{
 	{Key: "read_header_timeout", Usage: "time a client has to send request headers", field: func(c *Config) any { return &c.ReadHeaderTimeout }},
 	{Key: "idle_timeout", Usage: "idle time of a keep-alive HTTP connection", field: func(c *Config) any { return &c.IdleTimeout }},
 	{Key: "log_level", Reloadable: true, Usage: "debug, info, warn or error", field: func(c *Config) any { return &c.LogLevel }},
+	{Key: "log_format", Usage: `log lines: "text" or "json"`, field: func(c *Config) any { return &c.LogFormat }},
 	{Key: "state_dir", Path: true, Usage: "directory of the journal", field: func(c *Config) any { return &c.StateDir }},
 	{Key: "durability", Usage: `"disk" (journal) or "memory"`, field: func(c *Config) any { return &c.Durability }},
 	{Key: "fsync", Usage: `journal sync: "always", "interval" or "never"`, field: func(c *Config) any { return &c.Fsync }},

@@ -51,6 +51,7 @@ var fullSet = map[string]string{
 	"read_header_timeout":     "3s",
 	"idle_timeout":            "1m",
 	"log_level":               "debug",
+	"log_format":              "json",
 	"state_dir":               "/srv/localbus/state",
 	"durability":              "memory",
 	"fsync":                   "interval",
@@ -292,10 +293,11 @@ func TestEnvironmentSetsKeyUnlessSetValueDoes(t *testing.T) {
 }
 
 // restartOnly are the settings a running daemon cannot change (SPEC §8):
-// its listeners, its open journal and the http.Server's own limits.
+// its listeners, its logger's format, its open journal and the
+// http.Server's own limits.
 var restartOnly = []string{
 	"socket", "socket_mode", "socket_group", "listen_tcp", "max_header_bytes",
-	"read_header_timeout", "idle_timeout", "state_dir", "durability", "fsync", "fsync_interval",
+	"read_header_timeout", "idle_timeout", "log_format", "state_dir", "durability", "fsync", "fsync_interval",
 }
 
 func TestReloadKeepsEveryRestartSettingAndAppliesTheRest(t *testing.T) {

@@ -128,6 +128,7 @@ func (c Config) problems() []*ConfigError {
 	check("read_header_timeout", positive(c.ReadHeaderTimeout))
 	check("idle_timeout", positive(c.IdleTimeout))
 	check("log_level", oneOf(c.LogLevel, "debug", "info", "warn", "error"))
+	check("log_format", oneOf(c.LogFormat, LogFormatText, LogFormatJSON))
 	if c.StateDir == "" && c.Durability == DurabilityDisk {
 		add("state_dir", "must be set when durability is %q", DurabilityDisk)
 	}

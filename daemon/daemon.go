@@ -31,8 +31,9 @@ import (
 type Options struct {
 	// Version is reported by /api/v1/caps.
 	Version string
-	// Logger receives the daemon's logs; nil means a text logger on stderr
-	// at the configured level.
+	// Logger receives the daemon's logs; nil means a logger on stderr at
+	// the configured level and format (log_level, log_format), without
+	// timestamps under journald.
 	Logger *slog.Logger
 }
 
@@ -46,6 +47,7 @@ type Daemon struct {
 	journal  *journal.Journal // nil with durability "memory"
 	upstream *upstream.Bridge // nil without an [upstream] table
 	handler  *ipc.Handler
+	metrics  *daemonMetrics
 	notifier *systemd.Notifier
 	server   *http.Server
 	conns    *connTracker // the server's new and active connections
@@ -58,9 +60,10 @@ type Daemon struct {
 	// reload does not change them), reported by /api/v1/caps.
 	durability, fsync string
 
-	reloadMu sync.Mutex // serializes reloads and shutdown; guards cfg and stopping
+	reloadMu sync.Mutex // serializes reloads and shutdown; guards cfg, keys and stopping
 	cfg      Config
-	stopping bool // shutdown has begun: reloads are refused
+	keys     map[string]string // the keys in use (keySummary), to log what a reload changed
+	stopping bool              // shutdown has begun: reloads are refused
 
 	statusMu   sync.Mutex // guards lastStatus
 	lastStatus string     // the last STATUS= sent
@@ -77,12 +80,15 @@ const statusInterval = 2 * time.Second
 // gracefully (SPEC §8). A reload reads src again. An invalid configuration
 // is LoadConfig's error, returned before anything starts; a clean shutdown
 // returns nil.
-func Run(ctx context.Context, src Source, opts Options) error {
+func Run(ctx context.Context, src Source, opts Options) (err error) {
 	cfg, err := LoadConfig(src)
 	if err != nil {
 		return err
 	}
 	d := newDaemon(cfg, src, opts)
+	d.logStart()
+	// Deferred before cleanup, so it runs after it: the last line.
+	defer func() { d.logStop(err) }()
 	// The socket first: a second daemon started by mistake is told that
 	// another one answers there, before it touches the journal.
 	listeners, cleanup, err := d.listen()
@@ -102,8 +108,9 @@ func newDaemon(cfg Config, src Source, opts Options) *Daemon {
 	d.level.Set(cfg.SlogLevel())
 	d.log = opts.Logger
 	if d.log == nil {
-		d.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: d.level}))
+		d.log = newLogger(os.Stderr, cfg.LogFormat, d.level, underJournald())
 	}
+	d.metrics = newDaemonMetrics(opts.Version)
 	return d
 }
 
@@ -115,15 +122,18 @@ func (d *Daemon) open() error {
 	if err != nil {
 		return err
 	}
+	d.keys = keySummary(auth)
 	ho := hubOptions(cfg)
 	d.durability = cfg.Durability
+	ho.Logger = d.log
 	if cfg.Durability == DurabilityDisk {
-		j, err := openJournal(cfg, d.log)
+		j, err := openJournal(cfg, d.log, d.metrics.syncSeconds)
 		if err != nil {
 			return err
 		}
 		d.journal, ho.Journal = j, j
 		d.fsync = cfg.Fsync
+		d.metrics.addJournal(j)
 	}
 	h, err := hub.New(ho)
 	if err != nil {
@@ -161,12 +171,13 @@ func (d *Daemon) open() error {
 // openJournal opens the journal in cfg.StateDir (SPEC §11), creating the
 // directory 0700; one the daemon did not create must be its own and not
 // writable by others (SPEC §7).
-func openJournal(cfg Config, log *slog.Logger) (*journal.Journal, error) {
+func openJournal(cfg Config, log *slog.Logger, syncSeconds journal.Observer) (*journal.Journal, error) {
 	if err := journal.PrepareDir(cfg.StateDir); err != nil {
 		return nil, fmt.Errorf("state_dir: %w", err)
 	}
 	j, err := journal.Open(journal.Options{
 		Dir: filepath.Join(cfg.StateDir, "journal"), Sync: cfg.Fsync, SyncInterval: cfg.FsyncInterval, Logger: log,
+		SyncSeconds: syncSeconds,
 	})
 	if err != nil {
 		return nil, err
@@ -244,6 +255,7 @@ func (d *Daemon) baseHandlerOptions(cfg Config, auth *ipc.Auth) ipc.Options {
 		Version:              d.opts.Version,
 		KeysFile:             absPath(cfg.KeysFile),
 		Logger:               d.log,
+		Registry:             d.metrics.reg,
 		Caps: wire.Limits{
 			RingSize: cfg.RingSize, RingMaxBytes: cfg.RingMaxBytes, MaxQueued: cfg.MaxQueued,
 			MaxQueuedBytes: cfg.MaxQueuedBytes, MaxSubscribers: cfg.MaxSubscribers, MaxSessions: cfg.MaxSessions,
@@ -367,9 +379,7 @@ loop:
 			d.log.Error("serve", "err", err)
 			break loop
 		case <-hup:
-			if rerr := d.reload(); rerr != nil {
-				d.log.Error("reload refused; keeping the running configuration", "err", rerr)
-			}
+			d.reload() // logged by reload
 		}
 	}
 	d.shutdown(listeners, cancelRequests)
@@ -500,12 +510,18 @@ func (d *Daemon) reloadRequest(context.Context) error { return d.reload() }
 // stream:closed (reload) and WebSocket 1001, buses, rings and ids stay, and
 // the new values of Reloadable settings apply; the others keep their running
 // values until a restart, named in the log.
-func (d *Daemon) reload() error {
+func (d *Daemon) reload() (err error) {
 	d.reloadMu.Lock()
 	defer d.reloadMu.Unlock()
 	if d.stopping {
 		return errors.New("reload: the daemon is shutting down")
 	}
+	defer func() {
+		if err != nil {
+			d.metrics.reloads.WithLabelValues(reloadRefused).Inc()
+			d.log.Error("reload refused; keeping the running configuration", "err", err)
+		}
+	}()
 	d.notify("RELOADING", d.notifier.Reloading())
 	defer func() { d.notify("READY", d.notifier.Ready()) }()
 	next, err := LoadConfig(d.src)
@@ -540,13 +556,20 @@ func (d *Daemon) reload() error {
 			return err
 		}
 	}
+	changed := d.cfg.Diff(next)
+	keys := keySummary(auth)
+	added, removed, changedKeys := diffKeys(d.keys, keys)
+	d.keys = keys
 	d.handler.SetOptions(d.handlerOptions(next, auth))
 	d.level.Set(next.SlogLevel())
 	d.cfg = next
 	d.hub.EndStreams(bus.EndReload)
 	data, _ := json.Marshal(map[string]any{"time": time.Now().UTC().Format(time.RFC3339Nano)})
 	d.hub.Global().PublishDaemon(bus.Event{Type: "localbus:reloaded", Data: data})
-	d.log.Info("reloaded")
+	d.metrics.reloads.WithLabelValues(reloadOK).Inc()
+	// Names only: a key's secret and hash never reach the log.
+	d.log.Info("reloaded", "changed", changed, "kept_until_restart", restart,
+		"keys", len(keys), "keys_added", added, "keys_removed", removed, "keys_changed", changedKeys)
 	d.notifyStatus()
 	return nil
 }
