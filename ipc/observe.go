@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // reqWriter is the ResponseWriter every request gets from ServeHTTP: it
@@ -112,6 +114,9 @@ func (h *Handler) observe(r *http.Request, rw *reqWriter, route string) {
 	code := rw.code
 	if code == "" {
 		code = strconv.Itoa(status)
+	}
+	if code == wire.CodeBusy {
+		reason = reasonLimit // a 503, but the cap on bodies in flight refused it
 	}
 	h.metrics.refused(reason, code)
 	h.logRefusal(r, rw, status, reason, code)
