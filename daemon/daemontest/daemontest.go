@@ -255,6 +255,10 @@ func UnixClient(path string) *http.Client {
 			return dl.DialContext(ctx, "unix", path)
 		},
 		DisableKeepAlives: true,
+		// A request that says Expect: 100-continue waits this long for the
+		// daemon to ask for its body, so a refusal by Content-Length comes
+		// back as a reply rather than a broken pipe.
+		ExpectContinueTimeout: 5 * time.Second,
 	}}
 }
 
