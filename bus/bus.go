@@ -50,6 +50,12 @@ type Options struct {
 	// Store retains events for replay; nil means a new in-memory Ring. A
 	// store that already holds events continues their id sequence.
 	Store Store
+	// OnRingBytes, if set, is called with the change of the ring's
+	// retained bytes each time it changes (first with what the store holds
+	// at New), under the bus's lock: it must be cheap and must not call
+	// the bus. Close reports the ring as emptied and calls it no more. A
+	// hub sums it across buses to enforce a memory budget.
+	OnRingBytes func(delta int64)
 }
 
 // Limits are the settings that may change while a bus runs (on reload).
@@ -127,6 +133,10 @@ type Bus struct {
 	// undurable, after which the bus refuses every publish.
 	pending []pendingBatch
 	failed  error
+
+	ringBytes   int64 // store.Bytes() as last reported to onRingBytes
+	onRingBytes func(delta int64)
+	ringBytesA  atomic.Int64 // ringBytes, for RingBytes without the lock
 }
 
 // pendingBatch is a batch on its way to durability.
@@ -182,7 +192,52 @@ func New(opts Options) (*Bus, error) {
 		st.SetLimits(l.RingSize, l.RingMaxBytes)
 	}
 	last := st.LastID()
-	return &Bus{session: opts.Session, epoch: epoch, store: st, lastID: last, shown: last, limits: l}, nil
+	b := &Bus{session: opts.Session, epoch: epoch, store: st, lastID: last, shown: last, limits: l, onRingBytes: opts.OnRingBytes}
+	b.noteRingBytesLocked()
+	return b, nil
+}
+
+// noteRingBytesLocked reports a change of the store's retained bytes to
+// onRingBytes. b.mu must be held (or the bus not yet shared).
+func (b *Bus) noteRingBytesLocked() {
+	n := b.store.Bytes()
+	d := n - b.ringBytes
+	if d == 0 {
+		return
+	}
+	b.ringBytes = n
+	b.ringBytesA.Store(n)
+	if b.onRingBytes != nil {
+		b.onRingBytes(d)
+	}
+}
+
+// RingBytes returns the bytes the ring retains, as of the last change,
+// without taking the bus's lock.
+func (b *Bus) RingBytes() int64 { return b.ringBytesA.Load() }
+
+// A Trimmer is a Store that can evict its oldest frames on demand, beyond
+// its own limits: what [Bus.TrimTo] needs. Ring implements it.
+type Trimmer interface {
+	// TrimTo evicts the oldest frames while the retained bytes exceed
+	// maxBytes and the oldest frame's id is below keep. Its limits stay.
+	TrimTo(maxBytes int64, keep uint64)
+}
+
+// TrimTo evicts the ring's oldest events until it retains at most maxBytes,
+// whatever its own limits, and returns the bytes it retains then. It never
+// evicts the last event published nor any still on its way to durability,
+// so it may stay above maxBytes. A store that is no Trimmer, or a closed
+// bus, is left alone. Resumers from an evicted id get stream:gap
+// (ring_evicted), as with any eviction. It costs O(events evicted).
+func (b *Bus) TrimTo(maxBytes int64) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t, ok := b.store.(Trimmer); ok && !b.closed && b.shown > 0 {
+		t.TrimTo(maxBytes, b.shown)
+		b.noteRingBytesLocked()
+	}
+	return b.ringBytes
 }
 
 // NewEpoch returns a fresh random epoch name.
@@ -402,6 +457,7 @@ func (b *Bus) commit(preps []prepared, dst []*Frame, keep bool) (frames []*Frame
 	}
 	st = Staged{First: b.lastID + 1, Last: b.lastID + uint64(len(preps)), mark: mark}
 	b.lastID = st.Last
+	b.noteRingBytesLocked()
 	b.stats.published.Add(uint64(len(preps)))
 	if durable && len(b.pending) == 0 {
 		b.shown = st.Last
@@ -728,6 +784,11 @@ func (b *Bus) Close() {
 	}
 	b.closed = true
 	b.endStreamsLocked(EndSessionDeleted)
+	if b.onRingBytes != nil {
+		// The bus's memory is no longer the owner's to count.
+		b.onRingBytes(-b.ringBytes)
+		b.onRingBytes = nil
+	}
 }
 
 // SetLimits applies new limits: the ring evicts at once if it must; queue
@@ -742,6 +803,7 @@ func (b *Bus) SetLimits(l Limits) error {
 	defer b.mu.Unlock()
 	b.limits = l
 	b.store.SetLimits(l.RingSize, l.RingMaxBytes)
+	b.noteRingBytesLocked()
 	return nil
 }
 

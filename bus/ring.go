@@ -202,3 +202,10 @@ func (r *Ring) SetLimits(maxLen int, maxBytes int64) {
 		r.resize(maxLen)
 	}
 }
+
+// TrimTo implements Trimmer.
+func (r *Ring) TrimTo(maxBytes int64, keep uint64) {
+	for r.n > 1 && r.bytes > maxBytes && r.firstID < keep {
+		r.evict()
+	}
+}

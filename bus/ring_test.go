@@ -287,3 +287,31 @@ func TestRingScanStartIsConstantTime(t *testing.T) {
 		t.Errorf("1000 scans of the newest frame: %v on 200000 frames, %v on 16: the start is not found in O(1)", large, small)
 	}
 }
+
+func TestBusTrimToEvictsOldestButKeepsTheLastEvent(t *testing.T) {
+	var total int64
+	b, err := bus.New(bus.Options{Session: "s", OnRingBytes: func(d int64) { total += d }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		if _, _, err := b.Publish(bus.Event{Type: "a:b", Data: []byte(`"` + strings.Repeat("x", 100) + `"`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full := b.RingBytes()
+	if total != full || full != b.Stats().RingBytes {
+		t.Fatalf("OnRingBytes summed %d, RingBytes %d, Stats %d", total, full, b.Stats().RingBytes)
+	}
+	if got := b.TrimTo(full / 2); got > full/2 || b.EarliestID() <= 1 || total != got {
+		t.Fatalf("TrimTo(%d) = %d, earliest %d, reported %d", full/2, got, b.EarliestID(), total)
+	}
+	b.TrimTo(0)
+	if st := b.Stats(); st.RingLen != 1 || st.EarliestID != 10 {
+		t.Fatalf("after TrimTo(0) the ring holds %d from %d, want the last event alone", st.RingLen, st.EarliestID)
+	}
+	b.Close()
+	if total != 0 {
+		t.Fatalf("after Close the bus still counts %d bytes", total)
+	}
+}

@@ -32,6 +32,8 @@ var (
 const (
 	DefaultMaxSessions     = 4096
 	DefaultMaxAutoSessions = 1024
+	// DefaultMaxRingBytesTotal bounds the rings of every bus together.
+	DefaultMaxRingBytesTotal = 1 << 30
 )
 
 // Options configure a Hub. Zero values mean the defaults.
@@ -47,6 +49,10 @@ type Options struct {
 	MaxAutoSessions int
 	// AutoCreate makes a publish to a missing session create it.
 	AutoCreate bool
+	// MaxRingBytesTotal bounds the bytes the rings of every bus (sessions
+	// and global) retain together; default 1 GiB. Past it the largest rings
+	// evict their oldest events first (see Hub.TrimRings).
+	MaxRingBytesTotal int64
 	// GlobalEpoch is the global bus's epoch; "" means a fresh one. A
 	// Journal's epoch wins.
 	GlobalEpoch string
@@ -127,6 +133,10 @@ type Hub struct {
 
 	readOnly atomic.Pointer[func(id string) bool] // see SetReadOnly
 
+	ringBytes  atomic.Int64 // retained by every bus's ring together
+	ringBudget atomic.Int64 // Options.MaxRingBytesTotal
+	trimMu     sync.Mutex   // one TrimRings at a time
+
 	keys keyTable // idempotency keys (Once)
 }
 
@@ -182,10 +192,16 @@ func New(opts Options) (*Hub, error) {
 	if opts.MaxAutoSessions <= 0 {
 		opts.MaxAutoSessions = DefaultMaxAutoSessions
 	}
+	if opts.MaxRingBytesTotal <= 0 {
+		opts.MaxRingBytesTotal = DefaultMaxRingBytesTotal
+	}
+	h := &Hub{opts: opts, sessions: make(map[string]*Session), deleting: make(map[string]chan struct{})}
+	h.ringBudget.Store(opts.MaxRingBytesTotal)
 	l := opts.Limits
 	gopts := bus.Options{
 		Epoch: opts.GlobalEpoch, RingSize: l.RingSize, RingMaxBytes: l.RingMaxBytes,
 		MaxQueued: l.MaxQueued, MaxQueuedBytes: l.MaxQueuedBytes, MaxSubscribers: l.MaxSubscribers,
+		OnRingBytes: h.addRingBytes,
 	}
 	if j := opts.Journal; j != nil {
 		st, epoch, _, err := j.OpenBus("", 0)
@@ -201,7 +217,7 @@ func New(opts Options) (*Hub, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	h := &Hub{global: g, log: opts.Logger, opts: opts, sessions: make(map[string]*Session), deleting: make(map[string]chan struct{})}
+	h.global, h.log, h.opts.Logger = g, opts.Logger, opts.Logger
 	h.setKeyWindow(opts.IdempotencyWindow)
 	if err := h.loadKeys(time.Now()); err != nil {
 		return nil, err
@@ -335,7 +351,7 @@ func (h *Hub) createLocked(id string, ringSize int, how origin) (*Session, error
 	b, err := bus.New(bus.Options{
 		Session: id, RingSize: l.RingSize, RingMaxBytes: l.RingMaxBytes,
 		MaxQueued: l.MaxQueued, MaxQueuedBytes: l.MaxQueuedBytes, MaxSubscribers: l.MaxSubscribers,
-		Store: st, Epoch: epoch,
+		Store: st, Epoch: epoch, OnRingBytes: h.addRingBytes,
 	})
 	if err != nil {
 		if st != nil && !restore {
@@ -528,7 +544,66 @@ func (h *Hub) publish(id string, events []bus.Event, mirror bool) (first, last u
 	if gerr == nil {
 		h.global.Finish(gst)
 	}
+	h.TrimRings()
 	return first, last, nil
+}
+
+// addRingBytes is every bus's OnRingBytes.
+func (h *Hub) addRingBytes(delta int64) { h.ringBytes.Add(delta) }
+
+// RingBytes returns the bytes the rings of every bus retain together.
+func (h *Hub) RingBytes() int64 { return h.ringBytes.Load() }
+
+// TrimRings enforces MaxRingBytesTotal: when the rings together retain
+// more, the largest are trimmed, oldest events first, down to a common cap
+// chosen so that the total fits (water-filling); smaller rings keep every
+// event. A ring keeps at least its last event, so the total may stay above
+// the budget by up to one event per ring. Publish calls it; it costs an
+// atomic load when the total fits.
+func (h *Hub) TrimRings() {
+	budget := h.ringBudget.Load()
+	if h.ringBytes.Load() <= budget {
+		return
+	}
+	h.trimMu.Lock()
+	defer h.trimMu.Unlock()
+	if h.ringBytes.Load() <= budget {
+		return
+	}
+	sessions := h.Sessions()
+	buses := make([]*bus.Bus, 0, len(sessions)+1)
+	buses = append(buses, h.global)
+	for _, s := range sessions {
+		buses = append(buses, s.Bus)
+	}
+	sizes := make([]int64, len(buses))
+	for i, b := range buses {
+		sizes[i] = b.RingBytes()
+	}
+	// Trim a little below the budget, so that a full budget is not
+	// enforced again on every publish.
+	limit := waterLevel(sizes, budget-budget/64)
+	for i, b := range buses {
+		if sizes[i] > limit {
+			b.TrimTo(limit)
+		}
+	}
+}
+
+// waterLevel returns the largest cap such that the sizes, each cut to it,
+// sum to at most total.
+func waterLevel(sizes []int64, total int64) int64 {
+	sorted := slices.Clone(sizes)
+	slices.Sort(sorted)
+	left := total
+	for i, n := range sorted {
+		k := int64(len(sorted) - i)
+		if n*k > left {
+			return max(left/k, 0)
+		}
+		left -= n
+	}
+	return sorted[len(sorted)-1]
 }
 
 // open returns the session, creating it if AutoCreate (or mirror) allows and the events
@@ -605,6 +680,11 @@ func (h *Hub) SetOptions(opts Options) error {
 	h.mu.Lock()
 	h.opts.Limits, h.opts.MaxSessions, h.opts.AutoCreate = opts.Limits, opts.MaxSessions, opts.AutoCreate
 	h.opts.MaxAutoSessions = opts.MaxAutoSessions
+	if opts.MaxRingBytesTotal <= 0 {
+		opts.MaxRingBytesTotal = DefaultMaxRingBytesTotal
+	}
+	h.opts.MaxRingBytesTotal = opts.MaxRingBytesTotal
+	h.ringBudget.Store(opts.MaxRingBytesTotal)
 	h.mu.Unlock()
 	h.setKeyWindow(opts.IdempotencyWindow)
 	for _, s := range h.Sessions() {
@@ -616,6 +696,7 @@ func (h *Hub) SetOptions(opts Options) error {
 			return err
 		}
 	}
+	h.TrimRings()
 	return nil
 }
 

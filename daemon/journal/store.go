@@ -162,6 +162,15 @@ func (s *Store) evictLocked() {
 	}
 }
 
+// TrimTo implements bus.Trimmer: the memory budget of every ring together.
+func (s *Store) TrimTo(maxBytes int64, keep uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.win.n > 1 && s.win.bytes > maxBytes && s.win.earliest() < keep {
+		s.win.pop()
+	}
+}
+
 // LastID implements bus.Store.
 func (s *Store) LastID() uint64 {
 	s.mu.Lock()
