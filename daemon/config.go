@@ -60,6 +60,10 @@ type Config struct {
 	// RingMaxBytes caps the serialized events each bus keeps, at least
 	// 1 KiB. Default: 67108864 (64 MiB).
 	RingMaxBytes int64
+	// MaxRingBytesTotal caps the serialized events the rings of every bus
+	// keep together, at least 1 KiB; past it the largest rings evict their
+	// oldest events first. Default: 1073741824 (1 GiB).
+	MaxRingBytesTotal int64
 	// MaxQueued is the live frames a subscriber may have queued, and the
 	// default of ?maxQueued=, from 16 to 2048. Default: 256.
 	MaxQueued int
@@ -177,6 +181,7 @@ func Defaults() Config {
 		KeysFile:             keysFileBeside(DefaultConfigPath()),
 		RingSize:             8000,
 		RingMaxBytes:         64 * mib,
+		MaxRingBytesTotal:    1024 * mib,
 		MaxQueued:            256,
 		MaxQueuedBytes:       2 * mib,
 		MaxSubscribers:       64,
@@ -304,6 +309,7 @@ var settings = []Setting{
 	{Key: "keys_file", Path: true, Reloadable: true, Usage: "file of hashed keys", field: func(c *Config) any { return &c.KeysFile }},
 	{Key: "ring_size", Reloadable: true, Usage: "events each bus keeps for replay", field: func(c *Config) any { return &c.RingSize }},
 	{Key: "ring_max_bytes", Reloadable: true, Usage: "bytes of events each bus keeps for replay", field: func(c *Config) any { return &c.RingMaxBytes }},
+	{Key: "max_ring_bytes_total", Reloadable: true, Usage: "bytes of events the rings of every bus keep together", field: func(c *Config) any { return &c.MaxRingBytesTotal }},
 	{Key: "max_queued", Reloadable: true, Usage: "live frames a subscriber may have queued", field: func(c *Config) any { return &c.MaxQueued }},
 	{Key: "max_queued_bytes", Reloadable: true, Usage: "live bytes a subscriber may have queued", field: func(c *Config) any { return &c.MaxQueuedBytes }},
 	{Key: "max_subscribers", Reloadable: true, Usage: "subscribers per bus", field: func(c *Config) any { return &c.MaxSubscribers }},

@@ -34,6 +34,7 @@ var fullSet = map[string]string{
 	"keys_file":               "/srv/localbus/keys.json",
 	"ring_size":               "1000",
 	"ring_max_bytes":          "8388608",
+	"max_ring_bytes_total":    "268435456",
 	"max_queued":              "512",
 	"max_queued_bytes":        "4194304",
 	"max_subscribers":         "8",

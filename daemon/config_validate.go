@@ -99,6 +99,7 @@ func (c Config) problems() []*ConfigError {
 
 	check("ring_size", inRange(c.RingSize, minRingSize, maxRingSize))
 	check("ring_max_bytes", atLeastBytes(c.RingMaxBytes, minBufferBytes))
+	check("max_ring_bytes_total", atLeastBytes(c.MaxRingBytesTotal, minBufferBytes))
 	check("max_queued", inRange(c.MaxQueued, minMaxQueued, maxMaxQueued))
 	check("max_queued_bytes", atLeastBytes(c.MaxQueuedBytes, minBufferBytes))
 	check("max_subscribers", inRange(c.MaxSubscribers, 1, 0))

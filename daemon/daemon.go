@@ -204,6 +204,7 @@ func hubOptions(cfg Config) hub.Options {
 		},
 		MaxSessions:       cfg.MaxSessions,
 		MaxAutoSessions:   cfg.MaxAutoSessions,
+		MaxRingBytesTotal: cfg.MaxRingBytesTotal,
 		AutoCreate:        cfg.AutoCreateSessions,
 		IdempotencyWindow: cfg.IdempotencyWindow,
 	}
