@@ -117,6 +117,12 @@ type Journal struct {
 	names   map[string]uint64 // session id ("" for the global bus) to bus number
 	metas   map[uint64]*busMeta
 	nextNum uint64
+
+	// readOnly is set while Open could not finish for lack of space (see
+	// openReadOnly); roMu and roTried rate-limit the attempts to finish it.
+	readOnly atomic.Bool
+	roMu     sync.Mutex
+	roTried  time.Time
 }
 
 // Open opens or creates the journal in opts.Dir, recovers it (see the
@@ -158,15 +164,30 @@ func Open(opts Options) (*Journal, error) {
 	if err := j.recover(); err != nil {
 		if j.db != nil {
 			j.db.Close()
+			j.db = nil
 		}
-		return nil, err
+		if !errors.Is(err, ErrDiskFull) {
+			return nil, err
+		}
+		if rerr := j.openReadOnly(err); rerr != nil {
+			if j.db != nil {
+				j.db.Close()
+			}
+			return nil, fmt.Errorf("%w (and restoring read-only failed: %v)", err, rerr)
+		}
+		return j, nil
 	}
-	j.compactAt.Store(uint64(opts.CheckpointBytes))
+	j.startLocked()
+	return j, nil
+}
+
+// startLocked starts the background work of a writable journal.
+func (j *Journal) startLocked() {
+	j.compactAt.Store(uint64(j.opts.CheckpointBytes))
 	j.wg.Go(j.checkpointLoop)
 	if j.mode == SyncInterval {
 		j.wg.Go(j.syncLoop)
 	}
-	return j, nil
 }
 
 // recordPool holds buffers to encode log records in: a batch of 1000
@@ -267,6 +288,9 @@ func (j *Journal) checkpointLoop() {
 // retention there and removes every log segment. The journal runs it in
 // the background every CheckpointInterval; tests call it to compact at once.
 func (j *Journal) Checkpoint() error {
+	if j.readOnly.Load() {
+		return fmt.Errorf("%w: the journal is read-only until space returns", ErrDiskFull)
+	}
 	j.ckptMu.Lock()
 	defer j.ckptMu.Unlock()
 	if j.wal.end() == j.wal.start() && !j.anyEvicted() {
@@ -712,9 +736,17 @@ func (j *Journal) Close() error {
 		return nil
 	}
 	j.closed = true
+	readOnly := j.readOnly.Load()
 	j.mu.Unlock()
 	close(j.stop)
 	j.wg.Wait()
+	if readOnly {
+		// Nothing was written: what the disk holds is recovered next time.
+		if err := j.db.Close(); err != nil {
+			return fmt.Errorf("journal: close: %w", err)
+		}
+		return nil
+	}
 
 	j.ckptMu.Lock()
 	defer j.ckptMu.Unlock()

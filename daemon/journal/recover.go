@@ -195,7 +195,7 @@ func (j *Journal) recoverDB(aside bool) error {
 		j.logger.Warn("journal: the last run did not stop cleanly", "sync", lastMode, "newEpochs", resetAll)
 	}
 
-	windows, err := j.scan(metas, reset)
+	windows, err := j.scan(metas, reset, true)
 	if err != nil {
 		return err
 	}
@@ -557,8 +557,9 @@ func sessionName(m *busMeta) string {
 // scan reads every bus's stored chunks, checking each checksum, and
 // returns the retained windows (sizes only; frames are read on demand). A
 // bus whose chunks are damaged, or not contiguous up to its last id, keeps
-// only the intact suffix, loses the rest on disk, and is marked in reset.
-func (j *Journal) scan(metas map[uint64]*busMeta, reset map[uint64]bool) (map[uint64]window, error) {
+// only the intact suffix, loses the rest on disk (unless fix is false: the
+// disk is then left as it is), and is marked in reset.
+func (j *Journal) scan(metas map[uint64]*busMeta, reset map[uint64]bool, fix bool) (map[uint64]window, error) {
 	windows := make(map[uint64]window, len(metas))
 	drop := map[uint64]uint64{} // bus → delete the chunks with keys below this
 	err := j.db.View(func(tx *bolt.Tx) error {
@@ -615,7 +616,7 @@ func (j *Journal) scan(metas map[uint64]*busMeta, reset map[uint64]bool) (map[ui
 		}
 		return nil
 	})
-	if err != nil || len(drop) == 0 {
+	if err != nil || len(drop) == 0 || !fix {
 		return windows, err
 	}
 	err = j.db.Update(func(tx *bolt.Tx) error {

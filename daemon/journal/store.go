@@ -118,6 +118,9 @@ func (s *Store) AppendDeferred(frames []*bus.Frame) (mark uint64, durable bool, 
 	if len(frames) == 0 {
 		return s.j.wal.end(), true, nil
 	}
+	if s.j.readOnly.Load() && !s.j.tryWritable() {
+		return 0, false, fmt.Errorf("%w: the journal is read-only until space returns", ErrDiskFull)
+	}
 	var origins []origin
 	if s.session == "" {
 		origins = s.j.originsOf(frames) // before s.mu: it takes Journal.mu
