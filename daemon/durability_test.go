@@ -27,6 +27,7 @@ import (
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/daemon/daemontest"
 	"github.com/localbus/localbus/daemon/journal"
+	"github.com/localbus/localbus/daemon/journal/journaltest"
 )
 
 // acked is what one batch publisher was told: for each acknowledged id of
@@ -562,4 +563,66 @@ func TestFreshStateDirTakesAtMostOneMiB(t *testing.T) {
 		t.Errorf("a fresh state_dir takes %d bytes on disk, want at most 1 MiB", use)
 	}
 	t.Logf("a fresh state_dir takes %d bytes on disk", use)
+}
+
+// TestStartOnAFullDiskServesReadsAndAnswers507UntilThereIsRoom starts the
+// daemon on a full state_dir whose journal has a log to replay: it starts,
+// serves the restored events, refuses publishes with 507 and a JSON error
+// (the other session's reads unaffected), and once there is room again
+// publishes continue with the next id. It needs root to mount the tmpfs.
+func TestStartOnAFullDiskServesReadsAndAnswers507UntilThereIsRoom(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	journaltest.SmallDisk(t, state, 32<<20) // registered first: unmounted after the daemons stop
+	opts := daemontest.Options{Dir: dir, Durable: true, Args: []string{"--fsync", "always"}}
+	d := daemontest.Start(t, opts)
+	for i := range 30 {
+		publish(t, d, "ro", "ro:ev", strconv.Itoa(i))
+	}
+	publish(t, d, "other", "ro:ev", "1")
+	d.Kill(t) // the log keeps the events: the restart replays it
+	release := journaltest.Fill(t, state)
+	t.Cleanup(release)
+
+	d2 := daemontest.Start(t, opts)
+	d2.WaitStderr(t, "read-only", patience)
+	envs := replay(t, d2, "ro", 0)
+	if len(envs) != 30 || envs[0].ID != 1 || envs[29].ID != 30 {
+		t.Fatalf("restored on a full disk: %d events, want ids 1..30", len(envs))
+	}
+	status, body := d2.Do(t, http.MethodPost, "/api/v1/sessions/ro/events", `{"type":"ro:ev","data":31}`)
+	if status != http.StatusInsufficientStorage {
+		t.Fatalf("publish on a full disk = %d %s, want 507", status, body)
+	}
+	if e := daemontest.DecodeError(t, body); e.Error.Code != "disk_full" {
+		t.Errorf("507 error code = %q, want disk_full", e.Error.Code)
+	}
+	if info := sessionInfo(t, d2, "ro"); info.LastID != 30 {
+		t.Errorf("lastId after a refused publish = %d, want 30", info.LastID)
+	}
+	if envs := replay(t, d2, "other", 0); len(envs) != 1 {
+		t.Errorf("other session while the disk is full: %d events, want 1", len(envs))
+	}
+
+	release()
+	// The journal retries finishing its open at most once a second.
+	deadline := time.Now().Add(patience)
+	for {
+		status, body = d2.Do(t, http.MethodPost, "/api/v1/sessions/ro/events", `{"type":"ro:ev","data":31}`)
+		if status != http.StatusInsufficientStorage || time.Now().After(deadline) {
+			break
+		}
+		<-time.After(100 * time.Millisecond)
+	}
+	if status != http.StatusOK || !strings.Contains(string(body), `"lastId":31`) {
+		t.Fatalf("publish once there is room = %d %s, want 200 with lastId 31", status, body)
+	}
+	d2.Stop(t)
+	d3 := daemontest.Start(t, opts)
+	if envs := replay(t, d3, "ro", 0); len(envs) != 31 || envs[30].ID != 31 {
+		t.Errorf("after a restart: %d events, want ids 1..31", len(envs))
+	}
 }

@@ -66,6 +66,13 @@
 // journal.db.corrupt-TIME, and the journal starts from what the log holds,
 // every bus on a new epoch.
 //
+// When recovery runs out of space, Open still succeeds, read-only: it
+// restores in memory what the database and the log hold, writes nothing,
+// and every append fails with ErrDiskFull. An append retries finishing the
+// open at most once a second; a new epoch chosen in memory is written
+// before the log is replayed, so no id is assigned under an epoch that is
+// not on disk.
+//
 // # Retention and memory
 //
 // A Store keeps the bus's retained window like bus.Ring does (count and

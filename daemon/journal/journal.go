@@ -662,8 +662,12 @@ func (j *Journal) addStoreLocked(num uint64, m *busMeta) *Store {
 }
 
 // Delete forgets session and deletes its events and settings. A session
-// the journal does not hold is no error.
+// the journal does not hold is no error. A journal read-only for lack of
+// space refuses it with ErrDiskFull.
 func (j *Journal) Delete(session string) error {
+	if j.readOnly.Load() {
+		return fmt.Errorf("%w: the journal is read-only until space returns", ErrDiskFull)
+	}
 	j.mu.Lock()
 	num, ok := j.names[session]
 	if !ok || session == "" || j.closed {

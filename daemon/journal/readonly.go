@@ -232,16 +232,18 @@ func (j *Journal) finishOpenLocked() error {
 	if err != nil {
 		return fmt.Errorf("journal: %w", classify(err))
 	}
+	// Every bus of the database, as recover reads them: the log's records
+	// of one Delete could not remove are replayed too.
 	dbMetas := map[uint64]*busMeta{}
 	err = j.db.View(func(tx *bolt.Tx) error {
-		for num := range j.metas {
-			m, err := getMeta(tx, num)
-			if err != nil {
-				return err
+		return tx.Bucket(bucketBuses).ForEach(func(k, v []byte) error {
+			m := new(busMeta)
+			if err := json.Unmarshal(v, m); err != nil || len(k) != 8 {
+				return fmt.Errorf("journal: %w: the settings of bus %x: %q", errDamaged, k, v)
 			}
-			dbMetas[num] = m
-		}
-		return nil
+			dbMetas[keyID(k)] = m
+			return nil
+		})
 	})
 	if err != nil {
 		return err
@@ -258,9 +260,8 @@ func (j *Journal) finishOpenLocked() error {
 		s.mu.Lock()
 		last := s.lastID
 		s.mu.Unlock()
-		if dbMetas[num].LastID != last {
-			return fmt.Errorf("journal: bus %d: the database holds events up to %d, the restored ring up to %d",
-				num, dbMetas[num].LastID, last)
+		if dbMetas[num] == nil || dbMetas[num].LastID != last {
+			return fmt.Errorf("journal: bus %d: the database does not hold the events restored (up to %d)", num, last)
 		}
 	}
 	if err := j.wal.attach(nextSeq); err != nil {

@@ -337,6 +337,9 @@ func (w *wal) close() (uint64, error) {
 		o.Close()
 	}
 	w.old = nil
+	if w.f == nil {
+		return w.seq, nil // a read-only journal's log, which never had a segment
+	}
 	return w.seq, w.f.Close()
 }
 
