@@ -45,7 +45,7 @@ func (j *Journal) openReadOnly(cause error) error {
 		return err
 	}
 	j.wal = &wal{dir: j.dir, wrap: j.opts.WrapFile, onSync: j.opts.OnSync, noSync: j.mode == SyncNever,
-		segSize: j.opts.SegmentBytes, live: []segStart{{}}}
+		segSize: j.opts.SegmentBytes, live: []segStart{{}}, syncSeconds: j.opts.SyncSeconds}
 	j.readOnly.Store(true)
 	return nil
 }

@@ -119,7 +119,7 @@ func (s *Store) AppendDeferred(frames []*bus.Frame) (mark uint64, durable bool, 
 		return s.j.wal.end(), true, nil
 	}
 	if s.j.readOnly.Load() && !s.j.tryWritable() {
-		return 0, false, fmt.Errorf("%w: the journal is read-only until space returns", ErrDiskFull)
+		return 0, false, s.j.countDiskFull(fmt.Errorf("%w: the journal is read-only until space returns", ErrDiskFull))
 	}
 	var origins []origin
 	if s.session == "" {
