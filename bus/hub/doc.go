@@ -50,10 +50,12 @@
 // session's bus is made, and nothing else calls out under it.
 // Session.publishMu is held from the session bus's stage through the global
 // one, never while waiting for durability; nothing takes it while holding
-// another lock, and a publisher never takes a second session's. So the
-// order is:
+// another lock, and a publisher never takes a second session's. ExpireIdle
+// holds it while it checks the session is idle and takes it out of the map
+// and closes its bus. So the order is:
 //
 //	Hub.mu -> the journal (OpenBus, the new bus's store)
+//	Session.publishMu -> Hub.mu (ExpireIdle)
 //	Session.publishMu -> session bus.Bus.mu -> its store
 //	Session.publishMu -> global bus.Bus.mu -> the global store -> session stores (journal refs)
 //	bus.Bus.mu -> bus.Subscription.mu (package bus)
@@ -65,4 +67,11 @@
 // has forgotten it: a publish or Create of its id waits for the delete to
 // end, so the id created again is a new session with a new epoch and never
 // the deleted one's store.
+//
+// # Expiry
+//
+// A session a publish created, with no publish for Options.AutoSessionTTL
+// and no subscriber, is deleted by ExpireIdle, which the daemon calls on a
+// ticker; its localbus:session-closed carries reason "expired". Sessions
+// made by Create never expire.
 package hub

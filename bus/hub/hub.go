@@ -66,6 +66,13 @@ type Options struct {
 	// created (by a request or by a publish) and deleted, a key it could
 	// not store, a session expired; nil means slog.Default().
 	Logger *slog.Logger
+	// AutoSessionTTL is how long a session a publish created may go with
+	// no publish and no subscriber before ExpireIdle deletes it; 0 keeps
+	// them. Sessions made by Create never expire.
+	AutoSessionTTL time.Duration
+	// Now is the hub's clock for the idle time of sessions; nil means
+	// time.Now.
+	Now func() time.Time
 }
 
 // A Journal stores buses durably; *journal.Journal implements it.
@@ -168,6 +175,7 @@ type Session struct {
 
 	auto      bool         // created by a publish; fixed
 	publishMu sync.Mutex   // orders the session's events onto the global bus
+	active    time.Time    // guarded by publishMu: creation or last publish
 	frames    []*bus.Frame // guarded by publishMu: scratch for Publish
 	store     bus.Store    // the bus's store when journaled, else nil
 }
@@ -194,6 +202,9 @@ func New(opts Options) (*Hub, error) {
 	}
 	if opts.MaxRingBytesTotal <= 0 {
 		opts.MaxRingBytesTotal = DefaultMaxRingBytesTotal
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	h := &Hub{opts: opts, sessions: make(map[string]*Session), deleting: make(map[string]chan struct{})}
 	h.ringBudget.Store(opts.MaxRingBytesTotal)
@@ -359,7 +370,7 @@ func (h *Hub) createLocked(id string, ringSize int, how origin) (*Session, error
 		}
 		return nil, err
 	}
-	s := &Session{ID: id, Bus: b, RingSize: ringSize, store: st, auto: auto}
+	s := &Session{ID: id, Bus: b, RingSize: ringSize, store: st, auto: auto, active: h.opts.Now()}
 	h.sessions[id] = s
 	if auto {
 		h.autos++
@@ -386,25 +397,41 @@ func (h *Hub) Delete(id string) error {
 		h.mu.Unlock()
 		return ErrNotFound
 	}
-	done := make(chan struct{})
-	delete(h.sessions, id)
-	if s.auto {
-		h.autos--
-	}
-	h.deleting[id] = done
+	done := h.unlinkLocked(s)
 	h.mu.Unlock()
-	defer func() {
-		h.mu.Lock()
-		delete(h.deleting, id)
-		h.mu.Unlock()
-		close(done)
-	}()
 	s.Bus.Close()
 	// A publish past the session's bus may still be putting its copies on
 	// the global bus, whose journal record refers to the session's: let it
 	// finish before the session's records go.
 	s.publishMu.Lock()
 	s.publishMu.Unlock()
+	return h.forget(s, done, "")
+}
+
+// unlinkLocked takes session s out of the map and puts a tombstone in its
+// place, which forget takes away. h.mu must be held.
+func (h *Hub) unlinkLocked(s *Session) chan struct{} {
+	done := make(chan struct{})
+	delete(h.sessions, s.ID)
+	if s.auto {
+		h.autos--
+	}
+	h.deleting[s.ID] = done
+	return done
+}
+
+// forget finishes the delete of session s, whose bus is closed and which
+// no publish is writing: it retires its counters, deletes its journal data
+// and keys, announces localbus:session-closed (with reason, if any) and
+// lifts the tombstone done.
+func (h *Hub) forget(s *Session, done chan struct{}, reason string) error {
+	id := s.ID
+	defer func() {
+		h.mu.Lock()
+		delete(h.deleting, id)
+		h.mu.Unlock()
+		close(done)
+	}()
 	st := s.Bus.Stats()
 	h.mu.Lock()
 	addCounters(&h.retired, &st)
@@ -414,9 +441,72 @@ func (h *Hub) Delete(id string) error {
 		err = j.Delete(id)
 	}
 	h.dropSessionKeys(id)
-	h.announce("localbus:session-closed", id)
-	h.logSession("session deleted", id)
+	h.announceReason("localbus:session-closed", id, reason)
+	if reason == "" {
+		h.logSession("session deleted", id)
+	} else {
+		h.logSession("session expired", id, "reason", reason)
+	}
 	return err
+}
+
+// ExpireIdle deletes, as Delete does, every session a publish created that
+// has had no publish since now minus AutoSessionTTL and has no
+// subscriber, and returns their ids, sorted. Their
+// localbus:session-closed carries reason "expired". It does nothing when
+// AutoSessionTTL is 0.
+//
+// A publish racing it either lands first, and the session is kept, or
+// gets ErrNotFound, as when it races Delete: the idle check and the close
+// of the bus happen under the session's publishMu, which a publish holds
+// from its stage until it records its time.
+func (h *Hub) ExpireIdle(now time.Time) []string {
+	h.mu.Lock()
+	ttl := h.opts.AutoSessionTTL
+	var candidates []*Session
+	if ttl > 0 && !h.closed {
+		for _, s := range h.sessions {
+			if s.auto {
+				candidates = append(candidates, s)
+			}
+		}
+	}
+	h.mu.Unlock()
+	slices.SortFunc(candidates, func(a, b *Session) int { return strings.Compare(a.ID, b.ID) })
+	var expired []string
+	for _, s := range candidates {
+		if h.expire(s, now.Add(-ttl)) {
+			expired = append(expired, s.ID)
+		}
+	}
+	return expired
+}
+
+// expire deletes session s if it has been idle since before cutoff and has
+// no subscriber; it reports whether it did.
+func (h *Hub) expire(s *Session, cutoff time.Time) bool {
+	s.publishMu.Lock()
+	if s.active.After(cutoff) || s.Bus.Stats().Subscribers > 0 {
+		s.publishMu.Unlock()
+		return false
+	}
+	h.mu.Lock()
+	if h.closed || h.sessions[s.ID] != s {
+		// Deleted (or deleted and created again) meanwhile.
+		h.mu.Unlock()
+		s.publishMu.Unlock()
+		return false
+	}
+	done := h.unlinkLocked(s)
+	h.mu.Unlock()
+	// Closed before publishMu is let go: a publish waiting for it stages
+	// onto a closed bus and gets ErrNotFound.
+	s.Bus.Close()
+	s.publishMu.Unlock()
+	if err := h.forget(s, done, "expired"); err != nil {
+		h.opts.Logger.Error("deleting an expired session", "session", s.ID, "err", err)
+	}
+	return true
 }
 
 // Totals are the figures of every session's bus added up, and the global
@@ -462,10 +552,14 @@ func addCounters(dst, src *bus.Stats) {
 }
 
 // announce publishes a localbus:* event about a session on the global bus.
-func (h *Hub) announce(typ, id string) {
+func (h *Hub) announce(typ, id string) { h.announceReason(typ, id, "") }
+
+// announceReason is announce with a reason, left out when "".
+func (h *Hub) announceReason(typ, id, reason string) {
 	data, _ := json.Marshal(struct {
 		Session string `json:"session"`
-	}{id})
+		Reason  string `json:"reason,omitempty"`
+	}{id, reason})
 	// The global bus is closed only by Close; nothing to report then.
 	h.global.PublishDaemon(bus.Event{Type: typ, Data: data})
 }
@@ -526,6 +620,7 @@ func (h *Hub) publish(id string, events []bus.Event, mirror bool) (first, last u
 	// them (they get no global id, so no client misses them).
 	gst, gerr := h.global.StageCopies(bus.Copies{From: s.Bus, Frames: frames})
 	first, last = st.First, st.Last
+	s.active = h.opts.Now()
 	// Kept for the next publish, but not the frames (the ring decides how
 	// long they live) nor a large batch's array.
 	clear(frames)
@@ -647,6 +742,14 @@ func (h *Hub) logSession(msg, id string, attrs ...any) {
 	}
 }
 
+// AutoSessionTTL returns the idle time after which ExpireIdle deletes a
+// session a publish created; 0 when they are kept.
+func (h *Hub) AutoSessionTTL() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.opts.AutoSessionTTL
+}
+
 // EndStreams ends every stream of every bus, global included, with
 // stream:closed and reason (shutdown or reload). Buses, rings and ids stay.
 func (h *Hub) EndStreams(reason bus.EndReason) {
@@ -685,6 +788,7 @@ func (h *Hub) SetOptions(opts Options) error {
 	}
 	h.opts.MaxRingBytesTotal = opts.MaxRingBytesTotal
 	h.ringBudget.Store(opts.MaxRingBytesTotal)
+	h.opts.AutoSessionTTL = opts.AutoSessionTTL
 	h.mu.Unlock()
 	h.setKeyWindow(opts.IdempotencyWindow)
 	for _, s := range h.Sessions() {
