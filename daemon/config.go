@@ -83,6 +83,11 @@ type Config struct {
 	// also count against MaxSessions), at least 1; below MaxSessions it
 	// keeps room for admins whatever publishers do. Default: 1024.
 	MaxAutoSessions int
+	// AutoSessionTTL is how long a session a publish created may go with
+	// no publish and no subscriber before it is deleted (SPEC §2); 0 keeps
+	// them. Sessions made with POST /api/v1/sessions never expire.
+	// Default: 168h.
+	AutoSessionTTL time.Duration
 	// AutoCreateSessions reports whether a publish creates a missing
 	// session. Default: true.
 	AutoCreateSessions bool
@@ -188,6 +193,7 @@ func Defaults() Config {
 		MaxSubscribersTotal:  4096,
 		MaxSessions:          4096,
 		MaxAutoSessions:      1024,
+		AutoSessionTTL:       168 * time.Hour,
 		AutoCreateSessions:   true,
 		MaxEventBytes:        1 * mib,
 		MaxBodyBytes:         64 * mib,
@@ -316,6 +322,7 @@ var settings = []Setting{
 	{Key: "max_subscribers_total", Reloadable: true, Usage: "subscribers of all buses together", field: func(c *Config) any { return &c.MaxSubscribersTotal }},
 	{Key: "max_sessions", Reloadable: true, Usage: "number of sessions", field: func(c *Config) any { return &c.MaxSessions }},
 	{Key: "max_auto_sessions", Reloadable: true, Usage: "number of sessions a publish may create", field: func(c *Config) any { return &c.MaxAutoSessions }},
+	{Key: "auto_session_ttl", Reloadable: true, Usage: `idle time after which a session a publish created is deleted ("0": never)`, field: func(c *Config) any { return &c.AutoSessionTTL }},
 	{Key: "auto_create_sessions", Reloadable: true, Usage: "create a missing session on publish", field: func(c *Config) any { return &c.AutoCreateSessions }},
 	{Key: "max_event_bytes", Reloadable: true, Usage: "size limit of one event", field: func(c *Config) any { return &c.MaxEventBytes }},
 	{Key: "max_body_bytes", Reloadable: true, Usage: "size limit of one request body", field: func(c *Config) any { return &c.MaxBodyBytes }},

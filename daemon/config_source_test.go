@@ -45,6 +45,7 @@ var fullSet = map[string]string{
 	"max_body_bytes":          "1048576",
 	"idempotency_window":      "30s",
 	"max_auto_sessions":       "8",
+	"auto_session_ttl":        "1h",
 	"max_inflight_body_bytes": "2097152",
 	"max_header_bytes":        "8192",
 	"keepalive":               "30s",

@@ -45,6 +45,7 @@ func fullConfig() Config {
 		MaxBodyBytes:         1 << 20,
 		IdempotencyWindow:    30 * time.Second,
 		MaxAutoSessions:      8,
+		AutoSessionTTL:       time.Hour,
 		MaxInflightBodyBytes: 2 << 20,
 		MaxHeaderBytes:       8 << 10,
 		Keepalive:            30 * time.Second,
@@ -135,6 +136,7 @@ func TestDefaultsMatchSpec(t *testing.T) {
 		"max_body_bytes":          int64(64 << 20),
 		"idempotency_window":      10 * time.Minute,
 		"max_auto_sessions":       1024,
+		"auto_session_ttl":        168 * time.Hour,
 		"max_inflight_body_bytes": int64(64 << 20),
 		"max_header_bytes":        int64(16 << 10),
 		"keepalive":               15 * time.Second,
@@ -368,6 +370,9 @@ func TestLoadConfigAcceptsValidValues(t *testing.T) {
 		{"header bounds", `max_header_bytes = 1024`},
 		{"header top", `max_header_bytes = 1048576`},
 		{"keepalive 1s", `keepalive = "1s"`},
+		{"auto sessions kept", `auto_session_ttl = "0"`},
+		{"auto sessions kept 0s", `auto_session_ttl = "0s"`},
+		{"auto session ttl 1s", `auto_session_ttl = "1s"`},
 		{"immediate shutdown", `shutdown_timeout = "0s"`},
 		{"memory without state dir", "durability = \"memory\"\nstate_dir = \"\""},
 		{"fsync never", `fsync = "never"`},
@@ -441,6 +446,8 @@ func TestLoadConfigErrorsNameTheKey(t *testing.T) {
 		{"max_header_bytes small", `max_header_bytes = 1023`, "max_header_bytes", "must be between 1024 (1 KiB) and 1048576 (1 MiB)"},
 		{"max_header_bytes big", `max_header_bytes = 1048577`, "max_header_bytes", "must be between"},
 		{"keepalive short", `keepalive = "999ms"`, "keepalive", "must be at least 1s, got 999ms"},
+		{"auto_session_ttl short", `auto_session_ttl = "500ms"`, "auto_session_ttl", "must be 0 or at least 1s, got 500ms"},
+		{"auto_session_ttl negative", `auto_session_ttl = "-1h"`, "auto_session_ttl", "must be 0 or at least 1s, got -1h0m0s"},
 		{"shutdown_timeout negative", `shutdown_timeout = "-1s"`, "shutdown_timeout", "must not be negative"},
 		{"read_header_timeout 0", `read_header_timeout = "0s"`, "read_header_timeout", "must be more than 0"},
 		{"idle_timeout negative", `idle_timeout = "-1m"`, "idle_timeout", "must be more than 0"},
@@ -759,4 +766,18 @@ func FuzzLoadConfig(f *testing.F) {
 			t.Errorf("second LoadConfig = %+v, %v; want %+v, nil", again, err, c)
 		}
 	})
+}
+
+func TestExpiryIntervalIsATenthOfTheTTLAtMostAMinute(t *testing.T) {
+	for ttl, want := range map[time.Duration]time.Duration{
+		0:                time.Minute,
+		time.Second:      100 * time.Millisecond,
+		5 * time.Minute:  30 * time.Second,
+		10 * time.Minute: time.Minute,
+		168 * time.Hour:  time.Minute,
+	} {
+		if got := expiryInterval(ttl); got != want {
+			t.Errorf("expiryInterval(%v) = %v, want %v", ttl, got, want)
+		}
+	}
 }

@@ -106,6 +106,9 @@ func (c Config) problems() []*ConfigError {
 	check("max_subscribers_total", inRange(c.MaxSubscribersTotal, 1, 0))
 	check("max_sessions", inRange(c.MaxSessions, 1, 0))
 	check("max_auto_sessions", inRange(c.MaxAutoSessions, 1, 0))
+	if c.AutoSessionTTL < 0 || (c.AutoSessionTTL > 0 && c.AutoSessionTTL < time.Second) {
+		add("auto_session_ttl", "must be 0 or at least 1s, got %v", c.AutoSessionTTL)
+	}
 	check("max_event_bytes", bytesInRange(c.MaxEventBytes, minEventBytes, maxEventBytes))
 	switch {
 	case c.MaxBodyBytes < c.MaxEventBytes:

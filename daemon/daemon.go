@@ -205,6 +205,7 @@ func hubOptions(cfg Config) hub.Options {
 		MaxSessions:       cfg.MaxSessions,
 		MaxAutoSessions:   cfg.MaxAutoSessions,
 		MaxRingBytesTotal: cfg.MaxRingBytesTotal,
+		AutoSessionTTL:    cfg.AutoSessionTTL,
 		AutoCreate:        cfg.AutoCreateSessions,
 		IdempotencyWindow: cfg.IdempotencyWindow,
 	}
@@ -359,6 +360,7 @@ func (d *Daemon) serve(ctx context.Context, listeners []net.Listener) error {
 			d.log.Warn("watchdog", "err", err)
 		}
 	})
+	wg.Go(func() { d.expireSessions(ctx) })
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -387,6 +389,32 @@ loop:
 	cancel()
 	wg.Wait()
 	return err
+}
+
+// expireSessions deletes idle sessions a publish created (auto_session_ttl,
+// SPEC §2) every expiryInterval of the ttl in force, until ctx is done.
+// The hub logs each one and announces it on the global bus.
+func (d *Daemon) expireSessions(ctx context.Context) {
+	for {
+		t := time.NewTimer(expiryInterval(d.hub.AutoSessionTTL()))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case now := <-t.C:
+			d.hub.ExpireIdle(now)
+		}
+	}
+}
+
+// expiryInterval is how often sessions are checked for expiry under ttl:
+// a tenth of it, at most a minute (also when expiry is off, so that a
+// reload turning it on takes effect within a minute).
+func expiryInterval(ttl time.Duration) time.Duration {
+	if ttl <= 0 {
+		return time.Minute
+	}
+	return min(ttl/10, time.Minute)
 }
 
 // shutdown stops accepting, ends every stream with stream:closed (shutdown)
