@@ -124,6 +124,7 @@ func (d *Daemon) open() error {
 	}
 	d.keys = keySummary(auth)
 	ho := hubOptions(cfg)
+	setMemoryLimit(cfg)
 	d.durability = cfg.Durability
 	ho.Logger = d.log
 	if cfg.Durability == DurabilityDisk {
@@ -580,6 +581,7 @@ func (d *Daemon) reload() (err error) {
 	if err := d.hub.SetOptions(hubOptions(next)); err != nil {
 		return err
 	}
+	setMemoryLimit(next)
 	if d.upstream != nil && next.Upstream != nil {
 		if err := d.upstream.SetPatterns(next.Upstream.Export, next.Upstream.Import); err != nil {
 			return err
