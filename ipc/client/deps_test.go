@@ -1,25 +1,11 @@
 package client_test
 
 import (
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
-)
 
-// goTool returns the go command, or skips the test without one.
-func goTool(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	p := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := exec.LookPath(p); err != nil {
-		t.Skip("no go command to list dependencies with")
-	}
-	return p
-}
+	"github.com/localbus/localbus/ipc/ipctest"
+)
 
 // TestClientDoesNotLinkTheServer guards SPEC §1: an application that links
 // the Go client links the shared vocabulary (ipc/wire), the frame types of
@@ -28,17 +14,13 @@ func goTool(t *testing.T) string {
 // Prometheus.
 func TestClientDoesNotLinkTheServer(t *testing.T) {
 	t.Parallel()
-	out, err := exec.Command(goTool(t), "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}}", ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
-	}
 	const mod = "github.com/localbus/localbus/"
 	forbidden := []string{mod + "ipc", mod + "daemon", mod + "bus/hub", "go.etcd.io/bbolt", "github.com/prometheus"}
 	allowed := []string{mod + "ipc/client", mod + "ipc/wire", mod + "bus", "github.com/coder/websocket"}
 	under := func(path, root string) bool { return path == root || strings.HasPrefix(path, root+"/") }
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		path, std, _ := strings.Cut(line, " ")
-		if std == "true" {
+	for _, d := range ipctest.Deps(t, ".") {
+		path := d.Path
+		if d.Standard {
 			continue
 		}
 		for _, f := range forbidden {

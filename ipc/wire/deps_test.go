@@ -5,41 +5,23 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
-)
 
-// goTool returns the go command, or skips the test without one.
-func goTool(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	p := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := exec.LookPath(p); err != nil {
-		t.Skip("no go command to list dependencies with")
-	}
-	return p
-}
+	"github.com/localbus/localbus/ipc/ipctest"
+)
 
 // TestWireImportsTheStandardLibraryOnly guards the rule that the shared
 // vocabulary costs a client nothing: no package of the server, no module
 // at all (SPEC §1).
 func TestWireImportsTheStandardLibraryOnly(t *testing.T) {
 	t.Parallel()
-	out, err := exec.Command(goTool(t), "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}}", ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		path, std, _ := strings.Cut(line, " ")
-		if std != "true" && path != "github.com/localbus/localbus/ipc/wire" {
-			t.Errorf("ipc/wire depends on %s, outside the standard library", path)
+	for _, d := range ipctest.Deps(t, ".") {
+		if !d.Standard && d.Path != "github.com/localbus/localbus/ipc/wire" {
+			t.Errorf("ipc/wire depends on %s, outside the standard library", d.Path)
 		}
 	}
 }
