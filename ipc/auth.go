@@ -98,7 +98,7 @@ func (a *Auth) Authenticate(r *http.Request) (Caller, error) {
 	// The subprotocol key authenticates only the upgrade of a WebSocket
 	// route: Upgrade headers on any other route (REST, /metrics) change
 	// nothing (SPEC §7).
-	if !present && isWebSocketRoute(r.URL.Path) && access.IsWebSocketUpgrade(r) {
+	if !present && access.IsWebSocketUpgrade(r) && isWebSocketRoute(r.URL.Path) {
 		key, present = access.SubprotocolKey(r.Header)
 	}
 	if present {

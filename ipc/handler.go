@@ -343,19 +343,30 @@ func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 // matchPattern reports whether path matches a mux pattern's path with
 // {wildcards} standing for one segment.
 func matchPattern(pattern, path string) bool {
-	ps, xs := splitPath(pattern), splitPath(path)
-	if len(ps) != len(xs) {
-		return false
-	}
-	for i := range ps {
-		if len(ps[i]) > 0 && ps[i][0] == '{' {
-			continue
-		}
-		if ps[i] != xs[i] {
+	for {
+		var ps, xs string
+		ps, pattern = nextSegment(pattern)
+		xs, path = nextSegment(path)
+		switch {
+		case ps == "" || xs == "":
+			return ps == xs
+		case ps[0] == '{':
+		case ps != xs:
 			return false
 		}
 	}
-	return true
+}
+
+// nextSegment returns p's first non-empty segment and what follows it:
+// splitPath one segment at a time, allocating nothing.
+func nextSegment(p string) (seg, rest string) {
+	for len(p) > 0 && p[0] == '/' {
+		p = p[1:]
+	}
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		return p[:i], p[i:]
+	}
+	return p, ""
 }
 
 func splitPath(p string) []string {

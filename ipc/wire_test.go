@@ -34,3 +34,39 @@ func TestWirePathsAreTheRoutesPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestMatchPatternMatchesSegmentBySegment pins matchPattern against the
+// definition it implements without allocating: the same number of
+// non-empty segments, each equal or a {wildcard}.
+func TestMatchPatternMatchesSegmentBySegment(t *testing.T) {
+	byDefinition := func(pattern, path string) bool {
+		ps, xs := splitPath(pattern), splitPath(path)
+		if len(ps) != len(xs) {
+			return false
+		}
+		for i := range ps {
+			if ps[i][0] != '{' && ps[i] != xs[i] {
+				return false
+			}
+		}
+		return true
+	}
+	paths := []string{
+		"", "/", "//", "/api", "/api/v1/sessions", "/api/v1/sessions/", "/api/v1/sessions/s1",
+		"/api/v1/sessions/s1/", "/api/v1/sessions/s1/ws", "/api/v1/sessions//s1/ws", "/api/v1/sessions/s1/ws/x",
+		"/api/v1/families/app/ws", "/api/v1/events", "/metrics", "api/v1/sessions/s1/events",
+	}
+	for _, rt := range routes {
+		for _, p := range append(paths, rt.pattern) {
+			if got, want := matchPattern(rt.pattern, p), byDefinition(rt.pattern, p); got != want {
+				t.Errorf("matchPattern(%q, %q) = %v, want %v", rt.pattern, p, got, want)
+			}
+		}
+	}
+	if !matchPattern("/api/v1/sessions/{id}/ws", "/api/v1/sessions/s1/ws") || matchPattern("/api/v1/sessions/{id}/ws", "/api/v1/sessions/s1/sse") {
+		t.Error("a session's ws path and its sse path are told apart wrongly")
+	}
+	if n := testing.AllocsPerRun(100, func() { matchPattern("/api/v1/sessions/{id}/ws", "/api/v1/sessions/s1/ws") }); n != 0 {
+		t.Errorf("matchPattern allocates %v times, want 0", n)
+	}
+}
