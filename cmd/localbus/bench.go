@@ -25,7 +25,8 @@ func benchCommand() *cli.Command {
 every event once, in order:
 
   fanout   S subscribers, E events of P bytes published in batches
-  latency  events published one per request at R per second for D
+  latency  events published one per request at R per second for D, each
+           sent when due over a pool of --publishers connections
   idle     C idle streams; the daemon's resident memory per stream
   replay   a new subscriber resuming from 0 on a full ring
   publish  single-event publish requests per second, one subscriber
@@ -46,7 +47,7 @@ own, created and deleted for the run. Exits 1 when a check fails.`,
 			&cli.IntFlag{Name: "rate", Aliases: []string{"R"}, Value: 1000, Usage: "latency: events per second"},
 			&cli.DurationFlag{Name: "duration", Aliases: []string{"D"}, Usage: "latency: how long to publish; idle: how long to hold the streams before measuring", DefaultText: "10s for latency, 3s for idle"},
 			&cli.IntFlag{Name: "repeat", Value: 10, Usage: "replay: resumes to time"},
-			&cli.IntFlag{Name: "publishers", Value: 1, Usage: "publish: concurrent connections"},
+			&cli.IntFlag{Name: "publishers", Usage: "latency: the pool of connections that each send an event as soon as it is due; publish: connections sending requests back to back", DefaultText: "8 for latency, 1 for publish"},
 			&cli.IntFlag{Name: "rounds", Value: 1, Usage: "run the scenario this many times, alternating daemon and baseline, and report each one's best round"},
 			&cli.BoolFlag{Name: "baseline", Usage: "also run through bare in-process Unix socket writes and print ratios (fanout, latency)"},
 			&cli.BoolFlag{Name: "baseline-only", Usage: "run the baseline alone, without a daemon"},

@@ -34,6 +34,31 @@ func TestBenchReportsAFanout(t *testing.T) {
 	}
 }
 
+// TestBenchLatencyPublishesOverEightConnectionsUnlessTold: --publishers
+// defaults to the scenario's own figure (8 for latency, 1 for publish), and
+// the header says how many connections published.
+func TestBenchLatencyPublishesOverEightConnectionsUnlessTold(t *testing.T) {
+	srv := benchtest.New(t, benchtest.Faults{}, ipc.Options{})
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--scenario", "latency", "--rate", "200", "--duration", "100ms"}, "open loop over 8 publisher connections"},
+		{[]string{"--scenario", "latency", "--rate", "200", "--duration", "100ms", "--publishers", "2"}, "open loop over 2 publisher connections"},
+		{[]string{"--scenario", "publish", "--events", "20"}, "over 1 publisher connection,"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := runCLI(t, append([]string{"bench", "--socket", srv.Socket, "--quiet", "--subscribers", "2", "--settle", "2s", "--timeout", "60s"}, tc.args...)...)
+			if r.code != exitOK {
+				t.Fatalf("bench = %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			if !strings.Contains(r.stdout, tc.want) {
+				t.Errorf("stdout does not say %q:\n%s", tc.want, r.stdout)
+			}
+		})
+	}
+}
+
 // TestBenchFailsWhenTheServerLosesEvents: a lost, repeated or reordered
 // event is reported, and the exit code is 1.
 func TestBenchFailsWhenTheServerLosesEvents(t *testing.T) {

@@ -25,6 +25,10 @@ type baseline struct {
 	ep      endpoint
 	session string
 
+	// pub orders publishes: held from taking ids to handing the bytes to
+	// every subscriber, so that concurrent publishers reach each
+	// subscriber in id order, as the daemon's bus lock does.
+	pub    sync.Mutex
 	mu     sync.Mutex // guards subs and lastID
 	subs   []*baseSub
 	lastID uint64
@@ -174,7 +178,8 @@ func appendWSFrame(dst, p []byte) []byte {
 }
 
 // basePublisher encodes events the way the daemon does, once per event,
-// and hands the same bytes to every subscriber.
+// and hands the same bytes to every subscriber. Like the daemon's
+// publishers, several may publish at once.
 type basePublisher struct {
 	b   *baseline
 	p   payload
@@ -199,6 +204,8 @@ func (p *basePublisher) one(ctx context.Context, due int64) (uint64, error) {
 
 func (p *basePublisher) publish(ctx context.Context, n int, due int64) (uint64, error) {
 	b := p.b
+	b.pub.Lock()
+	defer b.pub.Unlock()
 	b.mu.Lock()
 	first := b.lastID + 1
 	b.lastID += uint64(n)

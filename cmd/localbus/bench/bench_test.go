@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -379,5 +380,222 @@ func TestRunSaysWhenTheDaemonIsUnreachable(t *testing.T) {
 	var ue *UnreachableError
 	if !errors.As(err, &ue) {
 		t.Fatalf("Run = %v, want an *UnreachableError", err)
+	}
+}
+
+func TestLatencyPublishesOverAPoolOfEightByDefault(t *testing.T) {
+	for _, tc := range []struct {
+		c    Config
+		want int
+	}{
+		{Config{Scenario: ScenarioLatency}, DefaultLatencyPublishers},
+		{Config{Scenario: ScenarioLatency, Publishers: 3}, 3},
+		{Config{Scenario: ScenarioPublish}, 1},
+		{Config{Scenario: ScenarioPublish, Publishers: 32}, 32},
+	} {
+		c, err := tc.c.withDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Publishers != tc.want {
+			t.Errorf("%s with --publishers %d: %d connections, want %d", tc.c.Scenario, tc.c.Publishers, c.Publishers, tc.want)
+		}
+	}
+	if DefaultLatencyPublishers != 8 {
+		t.Errorf("DefaultLatencyPublishers = %d; the CLI's help and performance.md say 8", DefaultLatencyPublishers)
+	}
+}
+
+// gatedPublisher is a connection whose every publish waits until the test
+// lets one reply through, or fails with err.
+type gatedPublisher struct {
+	started  chan<- int64    // the due time of each publish, as it begins
+	release  <-chan struct{} // one reply per receive
+	inFlight *atomicMax
+	err      error
+}
+
+// atomicMax counts publishes in flight and keeps the most at once.
+type atomicMax struct {
+	mu       sync.Mutex
+	cur, top int
+}
+
+func (m *atomicMax) add(d int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cur += d
+	m.top = max(m.top, m.cur)
+}
+
+func (m *atomicMax) max() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.top
+}
+
+func (p *gatedPublisher) batch(context.Context, int) (uint64, error) {
+	return 0, errors.New("not used")
+}
+
+func (p *gatedPublisher) one(ctx context.Context, due int64) (uint64, error) {
+	p.inFlight.add(1)
+	defer p.inFlight.add(-1)
+	p.started <- due
+	if p.err != nil {
+		return 0, p.err
+	}
+	select {
+	case <-p.release:
+		return 0, nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+func (p *gatedPublisher) Close() error { return nil }
+
+func recvBounded[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf("no %s within %v", what, wait)
+	}
+	var zero T
+	return zero
+}
+
+// TestOpenLoopSendsDueEventsWithoutWaitingForReplies: with replies held,
+// the pool has every connection busy at once and never more; an event that
+// finds them all busy waits for a reply, and that wait is its publisher
+// lag; every event is sent once, carrying its own due time.
+func TestOpenLoopSendsDueEventsWithoutWaitingForReplies(t *testing.T) {
+	const pool, n = 3, 10
+	started := make(chan int64, n)
+	release := make(chan struct{})
+	inFlight := &atomicMax{}
+	pubs := make([]publisher, pool)
+	for i := range pubs {
+		pubs[i] = &gatedPublisher{started: started, release: release, inFlight: inFlight}
+	}
+	interval := 100 * time.Microsecond
+	start := time.Now()
+	type result struct {
+		lags []int64
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		lags, err := openLoop(testCtx(t), pubs, n, start, interval)
+		done <- result{lags, err}
+	}()
+	seen := map[int64]bool{}
+	for range pool {
+		seen[recvBounded(t, started, "publish")] = true
+	}
+	// Every connection is waiting for its reply: the fourth event waits
+	// for one of them, at least from now on.
+	releasedAt := time.Now()
+	for range n - pool {
+		release <- struct{}{}
+		seen[recvBounded(t, started, "publish after a reply")] = true
+	}
+	for range pool {
+		release <- struct{}{}
+	}
+	res := recvBounded(t, done, "end of openLoop")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	for i := range n {
+		if due := start.Add(time.Duration(i) * interval).UnixNano(); !seen[due] {
+			t.Errorf("event %d (due %d) was not sent; sent %v", i, due, seen)
+		}
+	}
+	if len(seen) != n {
+		t.Errorf("%d distinct due times sent, want %d", len(seen), n)
+	}
+	if m := inFlight.max(); m != pool {
+		t.Errorf("at most %d publishes in flight at once, want the pool's %d", m, pool)
+	}
+	if len(res.lags) != n {
+		t.Fatalf("%d lags, want %d", len(res.lags), n)
+	}
+	for i, lag := range res.lags {
+		if lag < 0 {
+			t.Errorf("event %d sent %v before it was due", i, time.Duration(-lag))
+		}
+	}
+	for i := pool; i < n; i++ {
+		if least := releasedAt.Sub(start.Add(time.Duration(i) * interval)); res.lags[i] < int64(least) {
+			t.Errorf("event %d: lag %v, but it waited for a free connection at least %v", i, time.Duration(res.lags[i]), least)
+		}
+	}
+}
+
+func TestOpenLoopStopsEveryConnectionAtTheFirstError(t *testing.T) {
+	const pool = 4
+	started := make(chan int64, 100)
+	inFlight := &atomicMax{}
+	refused := errors.New("refused")
+	pubs := make([]publisher, pool)
+	for i := range pubs {
+		p := &gatedPublisher{started: started, release: make(chan struct{}), inFlight: inFlight}
+		if i == 2 {
+			p.err = refused
+		}
+		pubs[i] = p
+	}
+	_, err := openLoop(testCtx(t), pubs, 100, time.Now(), time.Microsecond)
+	if !errors.Is(err, refused) {
+		t.Errorf("openLoop = %v, want the connection's error", err)
+	}
+}
+
+// TestLatencyKeepsSendingWhileTheDaemonIsSlowToAnswer: a server that holds
+// every publish request (as a daemon waiting for fsync does) has several
+// of the pool's requests in hand at once, never more than the pool, and
+// every subscriber still gets every event once, in id order; with one
+// connection it never has more than one.
+func TestLatencyKeepsSendingWhileTheDaemonIsSlowToAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		publishers, atLeast, atMost int
+		header                      string
+	}{
+		{0, 2, DefaultLatencyPublishers, "over 8 publisher connections"},
+		{1, 1, 1, "over 1 publisher connection\n"},
+	} {
+		t.Run(fmt.Sprint("publishers=", tc.publishers), func(t *testing.T) {
+			// Each reply takes four intervals: one connection cannot keep
+			// the rate; eight can.
+			srv := benchtest.New(t, benchtest.Faults{SlowPublish: 20 * time.Millisecond}, ipc.Options{})
+			rep, err := Run(testCtx(t), small(srv.Socket, Config{
+				Scenario: ScenarioLatency, Subscribers: 2, Rate: 200, Duration: 200 * time.Millisecond, Publishers: tc.publishers,
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(Check{Subscribers: 2, Expected: 80, Received: 80}, rep.Daemon.Check); diff != "" {
+				t.Errorf("check (-want +got):\n%s", diff)
+			}
+			if m := srv.MaxConcurrentPublishes(); m < tc.atLeast || m > tc.atMost {
+				t.Errorf("the server had at most %d publishes in hand at once, want %d to %d", m, tc.atLeast, tc.atMost)
+			}
+			want := max(tc.publishers, 1)
+			if tc.publishers == 0 {
+				want = DefaultLatencyPublishers
+			}
+			if rep.Params.Publishers != want || rep.Daemon.Publishers != want || rep.Daemon.PublisherLag.Count != 40 {
+				t.Errorf("params %d publishers, result %d, %d lags; want %d, %d, 40", rep.Params.Publishers, rep.Daemon.Publishers, rep.Daemon.PublisherLag.Count, want, want)
+			}
+			var b strings.Builder
+			if err := rep.WriteTable(&b); err != nil || !strings.Contains(b.String(), tc.header) {
+				t.Errorf("table does not say %q (%v):\n%s", tc.header, err, b.String())
+			}
+		})
 	}
 }

@@ -15,9 +15,11 @@
 //     per second, S×E over the time from the first publish to the last
 //     delivery.
 //   - latency: events published one per request at a fixed rate R for a
-//     duration D. Each event carries the time it was due, and latency is
-//     measured from that time, so a publisher that falls behind shows in
-//     the figures instead of hiding (no coordinated omission).
+//     duration D, open-loop: each is sent when due on whichever of a pool
+//     of connections (Config.Publishers, 8) is free, without waiting for
+//     the replies before it. Each event carries the time it was due, and
+//     latency is measured from that time, so a publisher that falls behind
+//     shows in the figures instead of hiding (no coordinated omission).
 //   - idle: C subscribers that receive nothing; the daemon's resident memory
 //     per stream, read from /proc/PID/status.
 //   - replay: a new subscriber resuming from 0 on a full ring; the time until

@@ -133,6 +133,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		rep.Params.Events, rep.Params.Batch, rep.Params.MaxQueued = c.Events, c.Batch, c.MaxQueued
 	case ScenarioLatency:
 		rep.Params.Events, rep.Params.Rate, rep.Params.Duration = c.Events, c.Rate, c.Duration.Seconds()
+		rep.Params.Publishers = c.Publishers
 	case ScenarioIdle:
 		rep.Params.Duration = c.Duration.Seconds()
 	case ScenarioReplay:
@@ -236,13 +237,14 @@ func (r *Report) WriteTable(w io.Writer) error {
 	case ScenarioFanout:
 		fmt.Fprintf(ew, ", %d subscribers, %d events of %d B, batches of %d\n", p.Subscribers, p.Events, p.Size, p.Batch)
 	case ScenarioLatency:
-		fmt.Fprintf(ew, ", %d subscribers, %d events/s of %d B for %gs\n", p.Subscribers, p.Rate, p.Size, p.Duration)
+		fmt.Fprintf(ew, ", %d subscribers, %d events/s of %d B for %gs, one per request, open loop over %s\n",
+			p.Subscribers, p.Rate, p.Size, p.Duration, plural(p.Publishers, "publisher connection", "publisher connections"))
 	case ScenarioIdle:
 		fmt.Fprintf(ew, ", %d idle streams held %gs\n", p.Subscribers, p.Duration)
 	case ScenarioReplay:
 		fmt.Fprintf(ew, ", %d resumes from 0 on a full ring of %d B events\n", p.Repeat, p.Size)
 	case ScenarioPublish:
-		fmt.Fprintf(ew, ", %d single-event requests of %d B over %d connections, 1 subscriber\n", p.Events, p.Size, p.Publishers)
+		fmt.Fprintf(ew, ", %d single-event requests of %d B over %s, 1 subscriber\n", p.Events, p.Size, plural(p.Publishers, "publisher connection", "publisher connections"))
 	}
 	if p.Rounds > 1 {
 		fmt.Fprintf(ew, "best of %d rounds\n", p.Rounds)
@@ -386,6 +388,14 @@ func (r *Report) durabilityText() string {
 		return "durability " + r.Durability + ", fsync " + r.Fsync
 	}
 	return "durability " + r.Durability
+}
+
+// plural says n things, in the singular when n is 1.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 func orDash(s string) string {

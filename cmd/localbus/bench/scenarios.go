@@ -33,6 +33,9 @@ type Result struct {
 	// PublisherLag is how late each publish began after its due time
 	// (latency), in milliseconds.
 	PublisherLag *Percentiles `json:"publisherLagMs,omitempty"`
+	// Publishers is the number of connections that published concurrently
+	// (latency, publish).
+	Publishers int `json:"publishers,omitempty"`
 	// RequestsPerSec is publish requests per second (publish).
 	RequestsPerSec float64 `json:"requestsPerSec,omitempty"`
 	// Requests is the round trip of each publish request (publish), in
@@ -102,10 +105,11 @@ func (e *env) window() (window, batch int) {
 }
 
 // openStreams is how fanout and latency begin: it opens a session, starts
-// c.Subscribers followers on it, made by mk from the session's path, and a
-// publisher of c.Size-byte events to it. stop closes the publisher, then
-// the followers; on error nothing is left open.
-func (e *env) openStreams(ctx context.Context, mk func(path string) func(i int) *follower) (fs []*follower, pub publisher, stop func(), err error) {
+// c.Subscribers followers on it, made by mk from the session's path, and
+// npub publishers of c.Size-byte events to it, each on a connection of its
+// own. stop closes the publishers, then the followers; on error nothing is
+// left open.
+func (e *env) openStreams(ctx context.Context, npub int, mk func(path string) func(i int) *follower) (fs []*follower, pubs []publisher, stop func(), err error) {
 	c := e.c
 	if err := e.checkSubscribers(c.Subscribers); err != nil {
 		return nil, nil, nil, err
@@ -118,14 +122,21 @@ func (e *env) openStreams(ctx context.Context, mk func(path string) func(i int) 
 	if fs, err = startFollowers(ctx, c.Subscribers, 32, mk(path)); err != nil {
 		return nil, nil, nil, err
 	}
-	if pub, err = e.t.publisher(ctx, path, c.Size); err != nil {
+	closeAll := func() {
+		for _, p := range pubs {
+			p.Close()
+		}
 		stopFollowers(fs)
-		return nil, nil, nil, err
 	}
-	return fs, pub, func() {
-		pub.Close()
-		stopFollowers(fs)
-	}, nil
+	for range npub {
+		p, err := e.t.publisher(ctx, path, c.Size)
+		if err != nil {
+			closeAll()
+			return nil, nil, nil, err
+		}
+		pubs = append(pubs, p)
+	}
+	return fs, pubs, closeAll, nil
 }
 
 func followerAt(e *env, path, query string, n uint64, signal chan struct{}, every int64, latency bool) func(int) *follower {
@@ -167,13 +178,14 @@ func fanout(ctx context.Context, e *env) (*Result, error) {
 	window, batch := e.window()
 	signal := make(chan struct{}, 1)
 	query := "maxQueued=" + strconv.Itoa(c.MaxQueued)
-	fs, pub, stop, err := e.openStreams(ctx, func(path string) func(int) *follower {
+	fs, pubs, stop, err := e.openStreams(ctx, 1, func(path string) func(int) *follower {
 		return followerAt(e, path, query, uint64(c.Events), signal, int64(max(1, batch/4)), false)
 	})
 	if err != nil {
 		return nil, err
 	}
 	defer stop()
+	pub := pubs[0]
 	rss := e.sampler()
 	var before int64
 	if rss != nil {
@@ -253,7 +265,7 @@ func fanout(ctx context.Context, e *env) (*Result, error) {
 
 func latency(ctx context.Context, e *env) (*Result, error) {
 	c := e.c
-	fs, pub, stop, err := e.openStreams(ctx, func(path string) func(int) *follower {
+	fs, pubs, stop, err := e.openStreams(ctx, c.Publishers, func(path string) func(int) *follower {
 		mk := followerAt(e, path, "", uint64(c.Events), nil, 0, true)
 		return func(i int) *follower {
 			f := mk(i)
@@ -265,28 +277,13 @@ func latency(ctx context.Context, e *env) (*Result, error) {
 		return nil, err
 	}
 	defer stop()
-	e.logf("%s: publishing %d events a second for %v", e.t.name(), c.Rate, c.Duration)
+	e.logf("%s: publishing %d events a second for %v over %d connections", e.t.name(), c.Rate, c.Duration, len(pubs))
 	interval := time.Second / time.Duration(c.Rate)
-	lags := make([]int64, 0, c.Events)
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
 	cpu := startCPU(e.serverPID())
 	start := time.Now().Add(20 * time.Millisecond)
-	for i := range c.Events {
-		due := start.Add(time.Duration(i) * interval)
-		if d := time.Until(due); d > 0 {
-			timer.Reset(d)
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}
-		lags = append(lags, int64(time.Since(due)))
-		if _, err := pub.one(ctx, due.UnixNano()); err != nil {
-			return nil, err
-		}
+	lags, err := openLoop(ctx, pubs, c.Events, start, interval)
+	if err != nil {
+		return nil, err
 	}
 	end := time.Now()
 	if err := waitFollowers(ctx, fs, c.Settle); err != nil {
@@ -297,12 +294,74 @@ func latency(ctx context.Context, e *env) (*Result, error) {
 		all = append(all, f.lat...)
 	}
 	return &Result{
-		Target: e.t.name(), Seconds: end.Sub(start).Seconds(),
+		Target: e.t.name(), Seconds: end.Sub(start).Seconds(), Publishers: len(pubs),
 		PublishedPerSec: float64(c.Events) / end.Sub(start).Seconds(),
 		Latency:         percentiles(all), PublisherLag: percentiles(lags),
 		CPU:   cpu.stop(float64(c.Subscribers) * float64(c.Events)),
 		Check: checkAll(fs),
 	}, nil
+}
+
+// openLoop publishes n single events, event i due at start + i×interval,
+// and returns how late each one was sent (its publisher lag, in
+// nanoseconds, by event). It is open-loop: an event is sent as soon as it
+// is due on whichever of pubs is free, without waiting for the replies to
+// the events before it, the way many clients publishing at once would. An
+// event that finds every connection still waiting for a reply waits for
+// the first one free, and that wait is its lag. Each event carries its due
+// time, so latency is measured from when it was due, not from when it was
+// sent. The first error stops every connection and is returned.
+func openLoop(ctx context.Context, pubs []publisher, n int, start time.Time, interval time.Duration) ([]int64, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	lags := make([]int64, n)
+	errs := make([]error, len(pubs))
+	// The events are handed out in due order: a connection that is free
+	// takes the next one and waits for its due time.
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for k, p := range pubs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			timer := time.NewTimer(time.Hour)
+			defer timer.Stop()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return
+				}
+				due := start.Add(time.Duration(i) * interval)
+				if d := time.Until(due); d > 0 {
+					timer.Reset(d)
+					select {
+					case <-timer.C:
+					case <-ctx.Done():
+						errs[k] = ctx.Err()
+						return
+					}
+				}
+				lags[i] = int64(time.Since(due))
+				if _, err := p.one(ctx, due.UnixNano()); err != nil {
+					errs[k] = err
+					cancel()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// A connection stopped by another's failure reports the failure, not
+	// its own cancellation.
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return nil, err
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return lags, nil
 }
 
 func idle(ctx context.Context, e *env) (*Result, error) {
@@ -483,7 +542,7 @@ func publish(ctx context.Context, e *env) (*Result, error) {
 	}
 	secs := end.Sub(start).Seconds()
 	return &Result{
-		Target: e.t.name(), Seconds: secs, RequestsPerSec: float64(c.Events) / secs,
+		Target: e.t.name(), Seconds: secs, RequestsPerSec: float64(c.Events) / secs, Publishers: c.Publishers,
 		PublishedPerSec: float64(c.Events) / secs, Requests: percentiles(all), Check: checkAll(fs),
 		CPU: cpu.stop(float64(c.Events)),
 	}, nil

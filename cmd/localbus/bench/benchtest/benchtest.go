@@ -31,6 +31,10 @@ type Faults struct {
 	Duplicate uint64
 	// Swap is an event every subscriber receives after the next one.
 	Swap uint64
+	// SlowPublish holds every publish request this long before the router
+	// publishes it, the way a daemon that waits for its journal's fsync
+	// before it answers is slow; concurrent requests wait side by side.
+	SlowPublish time.Duration
 }
 
 // A Server is the router with faults on a Unix socket. It stops when the
@@ -40,6 +44,42 @@ type Server struct {
 	Socket string
 	// Hub is the hub the router serves.
 	Hub *hub.Hub
+
+	mu         sync.Mutex // guards publishing and maxPub
+	publishing int
+	maxPub     int
+}
+
+// MaxConcurrentPublishes returns the most publish requests the server had
+// in hand at the same time so far.
+func (s *Server) MaxConcurrentPublishes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxPub
+}
+
+// publish counts a publish request while the router handles it, after
+// holding it for f.SlowPublish.
+func (s *Server) publish(f Faults, w http.ResponseWriter, r *http.Request, next http.Handler) {
+	s.mu.Lock()
+	s.publishing++
+	s.maxPub = max(s.maxPub, s.publishing)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.publishing--
+		s.mu.Unlock()
+	}()
+	if f.SlowPublish > 0 {
+		t := time.NewTimer(f.SlowPublish)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	next.ServeHTTP(w, r)
 }
 
 // New starts a server. opts configures the router; its Hub field is
@@ -81,6 +121,10 @@ func New(tb testing.TB, f Faults, opts ipc.Options) *Server {
 	}
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/events") {
+				s.publish(f, w, r, router)
+				return
+			}
 			if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/ws") {
 				w = &wsWriter{ResponseWriter: w, f: f}
 			} else if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/events") {
