@@ -34,16 +34,20 @@ func TestBenchReportsAFanout(t *testing.T) {
 	}
 }
 
-// TestBenchLatencyPublishesOverEightConnectionsUnlessTold: --publishers
-// defaults to the scenario's own figure (8 for latency, 1 for publish), and
+// TestBenchLatencyPublishesOverAPoolUnlessTold: --publishers defaults to
+// the scenario's own figure (32 for latency, 1 for publish), which the help
+// says, and
 // the header says how many connections published.
-func TestBenchLatencyPublishesOverEightConnectionsUnlessTold(t *testing.T) {
+func TestBenchLatencyPublishesOverAPoolUnlessTold(t *testing.T) {
+	if r := runCLI(t, "bench", "--help"); !strings.Contains(r.stdout, "(default: 32 for latency, 1 for publish)") {
+		t.Errorf("bench --help does not give --publishers' defaults:\n%s", r.stdout)
+	}
 	srv := benchtest.New(t, benchtest.Faults{}, ipc.Options{})
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"--scenario", "latency", "--rate", "200", "--duration", "100ms"}, "open loop over 8 publisher connections"},
+		{[]string{"--scenario", "latency", "--rate", "200", "--duration", "100ms"}, "open loop over 32 publisher connections"},
 		{[]string{"--scenario", "latency", "--rate", "200", "--duration", "100ms", "--publishers", "2"}, "open loop over 2 publisher connections"},
 		{[]string{"--scenario", "publish", "--events", "20"}, "over 1 publisher connection,"},
 	} {

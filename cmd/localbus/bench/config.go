@@ -18,10 +18,12 @@ const (
 )
 
 // DefaultLatencyPublishers is the size of latency's pool of publishing
-// connections when Config.Publishers is 0: enough that a daemon which
-// answers each publish only after an fsync keeps the rate, the way many
-// clients publishing at once would.
-const DefaultLatencyPublishers = 8
+// connections when Config.Publishers is 0. The pool keeps the rate as long
+// as R × the reply time stays below it: 32 connections cover replies of up
+// to 32 ms at 1000 events a second, which a daemon that answers only after
+// its fsync reaches on a busy machine, the way many clients publishing at
+// once would not be held back either.
+const DefaultLatencyPublishers = 32
 
 // Scenarios lists every scenario, in the order the docs describe them.
 var Scenarios = []string{ScenarioFanout, ScenarioLatency, ScenarioIdle, ScenarioReplay, ScenarioPublish}
@@ -69,7 +71,7 @@ type Config struct {
 	Repeat int
 	// Publishers is the number of keep-alive connections that publish
 	// concurrently: in latency a pool, each event sent when due on whichever
-	// connection is free (default 8); in publish, connections that send
+	// connection is free (default DefaultLatencyPublishers, 32); in publish, connections that send
 	// requests back to back (default 1).
 	Publishers int
 	// Rounds is how many times the scenario runs, alternating daemon and

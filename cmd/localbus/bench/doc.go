@@ -16,7 +16,7 @@
 //     delivery.
 //   - latency: events published one per request at a fixed rate R for a
 //     duration D, open-loop: each is sent when due on whichever of a pool
-//     of connections (Config.Publishers, 8) is free, without waiting for
+//     of connections (Config.Publishers, 32) is free, without waiting for
 //     the replies before it. Each event carries the time it was due, and
 //     latency is measured from that time, so a publisher that falls behind
 //     shows in the figures instead of hiding (no coordinated omission).
