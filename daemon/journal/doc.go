@@ -50,7 +50,14 @@
 //
 // # Recovery
 //
-// Open replays the log over the database. A bad record in the newest
+// Open replays the log over the database in memory: the buses' windows
+// get the log's events (their sizes; the events stay in the records read,
+// and a frame is built when a replay first reaches it), and the database
+// and the log's segments are left as they are, so that the daemon serves
+// without first copying the log. A checkpoint in the background then
+// copies the segments, one transaction each, and removes each one only
+// once the database holds its events durably: a crash meanwhile replays
+// what is left. A bad record in the newest
 // segment that nothing whole follows, and that does not look like a whole
 // record damaged in place, is a torn tail: it is cut off and logged with
 // what it held, and epochs are kept (with SyncAlways nothing acknowledged

@@ -77,6 +77,11 @@ type Options struct {
 	// SyncSeconds, if set, is told how long each sync of the log took;
 	// default none. The daemon's fsync latency histogram is one.
 	SyncSeconds Observer
+
+	// afterCheckpoint, if set (tests), is called by every checkpoint that
+	// copies the segments up to seq, once its transaction is committed
+	// (removed false) and once the segments are removed (removed true).
+	afterCheckpoint func(seq uint64, removed bool)
 }
 
 // An Observer takes one measurement, in seconds; a prometheus.Histogram
@@ -102,6 +107,7 @@ type Journal struct {
 	compactAt atomic.Uint64 // the log offset from which an append asks for compact
 	failCkpt  func() error  // tests: makes the database's side of a checkpoint fail
 	retired   atomic.Uint64 // segments up to this one are removed, or being removed: no ref may point into them
+	recovered uint64        // the last segment an earlier run wrote, which Open kept (0: none); set before start
 	kick      chan struct{}
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -263,6 +269,10 @@ func (j *Journal) checkpointLoop() {
 	t := time.NewTicker(j.opts.CheckpointInterval)
 	defer t.Stop()
 	failing := false
+	if err := j.drainRecovered(); err != nil {
+		j.logger.Error("journal: checkpoint failed; the log keeps the events meanwhile", "err", err)
+		failing = true
+	}
 	for {
 		var err error
 		select {
@@ -301,6 +311,34 @@ func (j *Journal) Checkpoint() error {
 		return j.countCheckpoint(err)
 	}
 	return j.countCheckpoint(j.checkpointThrough(seq))
+}
+
+// drainRecovered copies into the database, one segment per transaction,
+// the events of the log segments an earlier run wrote, which Open restored
+// in memory only, and removes each segment once the database holds them
+// durably: a crash meanwhile replays what is left. It stops early when the
+// journal closes (Close checkpoints the rest).
+func (j *Journal) drainRecovered() error {
+	if j.recovered == 0 {
+		return nil
+	}
+	for _, seg := range j.wal.held() {
+		if seg.seq > j.recovered {
+			break
+		}
+		select {
+		case <-j.stop:
+			return nil
+		default:
+		}
+		j.ckptMu.Lock()
+		err := j.countCheckpoint(j.checkpointThrough(seg.seq))
+		j.ckptMu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // countCheckpoint notes the result of a checkpoint in the journal's
@@ -403,9 +441,10 @@ func (j *Journal) storeList() []*Store {
 // work is what a checkpoint writes for one bus.
 type work struct {
 	s        *Store
-	frames   []*bus.Frame
-	earliest uint64 // delete ids below it
-	through  uint64 // the database holds the bus's events up to this id after the checkpoint
+	first    uint64        // the id of evs[0]
+	evs      []storedEvent // the events to copy, ids consecutive
+	earliest uint64        // delete ids below it
+	through  uint64        // the database holds the bus's events up to this id after the checkpoint
 }
 
 // checkpointThrough copies into the database every bus's events that log
@@ -437,8 +476,16 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 			w.through = s.lastID
 			j.retired.Store(max(j.retired.Load(), seq))
 		}
-		for id := max(s.ckptID+1, s.win.first); id <= w.through && s.win.n > 0; id++ {
-			w.frames = append(w.frames, s.win.at(int(id-s.win.first)).f)
+		w.first = max(s.ckptID+1, s.win.first)
+		for id := w.first; id <= w.through && s.win.n > 0; id++ {
+			if f := s.win.at(int(id - s.win.first)).f; f != nil {
+				w.evs = append(w.evs, storedEvent{typ: f.Type, env: f.JSON()})
+			} else if typ, env, ok := s.pendAt(id); ok {
+				w.evs = append(w.evs, storedEvent{typ: typ, env: env})
+			} else {
+				s.mu.Unlock()
+				return fmt.Errorf("journal: bus %d: event %d, to checkpoint, is neither in memory nor in the log", s.num, id)
+			}
 		}
 		unchanged := w.through == s.ckptID && w.earliest == s.dbFirst
 		s.mu.Unlock()
@@ -448,10 +495,10 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 	}
 	n := 0
 	for _, w := range works {
-		for _, f := range w.frames {
-			n += eventLen(f.Type, len(f.JSON()))
+		for _, ev := range w.evs {
+			n += eventLen(ev.typ, len(ev.env))
 		}
-		n += (len(w.frames)/chunkMaxEvents + 1) * chunkHeadLen
+		n += (len(w.evs)/chunkMaxEvents + 1) * chunkHeadLen
 	}
 	// bbolt keeps values until the commit: they are cut from one arena
 	// whose bytes are not reused before it (a larger one is allocated if
@@ -484,9 +531,9 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 					return err
 				}
 				b.FillPercent = 0.95 // keys only grow
-				if len(w.frames) > 0 {
-					arena, err = appendChunks(arena, w.frames[0].ID, len(w.frames),
-						func(i int) (string, []byte) { return w.frames[i].Type, w.frames[i].JSON() },
+				if len(w.evs) > 0 {
+					arena, err = appendChunks(arena, w.first, len(w.evs),
+						func(i int) (string, []byte) { return w.evs[i].typ, w.evs[i].env },
 						func(id uint64, v []byte) error { return b.Put(idKey(id), v) })
 					if err != nil {
 						return err
@@ -516,12 +563,20 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 		w.s.ckptID = max(w.s.ckptID, w.through)
 		w.s.syncedID = max(w.s.syncedID, w.through)
 		w.s.dbFirst = w.earliest
+		w.s.dropPendThrough(w.through)
 		for len(w.s.segs) > 0 && w.s.segs[0].last <= w.through {
 			w.s.segs = w.s.segs[1:] // in the database now
 		}
 		w.s.mu.Unlock()
 	}
-	return j.wal.removeThrough(seq)
+	if j.opts.afterCheckpoint != nil {
+		j.opts.afterCheckpoint(seq, false)
+	}
+	err = j.wal.removeThrough(seq)
+	if err == nil && j.opts.afterCheckpoint != nil {
+		j.opts.afterCheckpoint(seq, true)
+	}
+	return err
 }
 
 // trimBelow deletes the events of b below id: chunks that end below it,

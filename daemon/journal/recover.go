@@ -9,9 +9,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"sort"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/localbus/localbus/bus"
@@ -178,11 +181,25 @@ func (j *Journal) recoverDB(aside bool) error {
 		}
 	}
 	reset := map[uint64]bool{}
-	nextSeq, corrupt, err := j.replay(metas, reset)
+	// The database's last ids, before the log is replayed over them in
+	// memory: what the database holds until a checkpoint copies the rest.
+	dbLast := make(map[uint64]uint64, len(metas))
+	for num, m := range metas {
+		dbLast[num] = m.LastID
+	}
+	windows, err := j.scan(metas, reset, true)
 	if err != nil {
 		return err
 	}
-	resetAll := aside || corrupt || (!fresh && !wasClean && lastMode != SyncAlways)
+	dbFirst := make(map[uint64]uint64, len(windows))
+	for num, w := range windows {
+		dbFirst[num] = w.earliest()
+	}
+	lr, err := j.replayInMemoryWritable(metas, windows, reset)
+	if err != nil {
+		return err
+	}
+	resetAll := aside || lr.corrupt || (!fresh && !wasClean && lastMode != SyncAlways)
 	if aside {
 		var names []string
 		for _, m := range metas {
@@ -195,15 +212,16 @@ func (j *Journal) recoverDB(aside bool) error {
 		j.logger.Warn("journal: the last run did not stop cleanly", "sync", lastMode, "newEpochs", resetAll)
 	}
 
-	windows, err := j.scan(metas, reset, true)
-	if err != nil {
-		return err
-	}
+	// New epochs are on disk before the log's bad tail is cut off, and
+	// before any id is assigned under them. The settings keep the
+	// database's last id: the log's events are not in it yet.
 	err = j.db.Update(func(tx *bolt.Tx) error {
 		for num, m := range metas {
 			if resetAll || reset[num] {
 				m.Epoch = bus.NewEpoch()
-				if err := putMeta(tx, num, m); err != nil {
+				stored := *m
+				stored.LastID = dbLast[num]
+				if err := putMeta(tx, num, &stored); err != nil {
 					return err
 				}
 			}
@@ -213,15 +231,303 @@ func (j *Journal) recoverDB(aside bool) error {
 	if err != nil {
 		return fmt.Errorf("journal: %w", classify(err))
 	}
+	if err := lr.cut(j.dir); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	if j.mode != SyncNever {
+		// What recovery serves must be as durable as a checkpoint would
+		// have made it: the log's unsynced tail (never acknowledged with
+		// SyncAlways) is synced before anything of it is served.
+		for _, seg := range lr.kept {
+			if err := syncFile(filepath.Join(j.dir, segmentName(seg.seq))); err != nil {
+				return fmt.Errorf("journal: %w", classify(err))
+			}
+		}
+	}
 	for num, m := range metas {
 		s := j.addStoreLocked(num, m)
 		s.win = windows[num]
-		s.dbFirst = s.win.earliest()
+		s.ckptID, s.dbFirst, s.segs = dbLast[num], dbFirst[num], lr.segs[num]
+		s.pend, s.pendFirst = lr.pend[num], dbLast[num]+1
 	}
 
-	j.wal, err = openWAL(j.dir, nextSeq, j.opts.SegmentBytes, j.opts.WrapFile, j.opts.OnSync, j.mode == SyncNever)
+	j.wal, err = openWAL(j.dir, lr.nextSeq, lr.kept, j.opts.SegmentBytes, j.opts.WrapFile, j.opts.OnSync, j.mode == SyncNever)
 	if err == nil {
 		j.wal.syncSeconds = j.opts.SyncSeconds
+		if len(lr.kept) > 0 {
+			j.recovered = lr.kept[len(lr.kept)-1].seq
+		}
+	}
+	return err
+}
+
+// logReplay is what replayInMemoryWritable found in the log.
+type logReplay struct {
+	nextSeq uint64               // the number of the segment to start
+	corrupt bool                 // records were lost to corruption, not a torn tail
+	kept    []oldSegment         // the segments kept, oldest first, until a checkpoint copies them
+	segs    map[uint64][]segLast // per bus, the kept segments that hold its records past the database
+	pend    map[uint64][]pendRec // per bus, the events restored from the log
+	cutSeq  uint64               // the segment with a bad record, to cut at cutOff (0: none)
+	cutOff  int64
+	drop    []uint64 // the segments after it, and empty ones, to remove
+}
+
+// oldSegment is a segment written before Open and the bytes of records
+// it holds.
+type oldSegment struct {
+	seq   uint64
+	bytes uint64
+}
+
+// cut cuts the bad record and what follows it off the log.
+func (lr *logReplay) cut(dir string) error {
+	if lr.cutSeq != 0 {
+		if err := truncateRegular(filepath.Join(dir, segmentName(lr.cutSeq)), lr.cutOff); err != nil {
+			return err
+		}
+	}
+	for _, seq := range lr.drop {
+		if err := os.Remove(filepath.Join(dir, segmentName(seq))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// pendRec is the events of a log record that Open restored in memory
+// only, ids consecutive from first. Their types and envelopes alias the
+// segment read; with splice, they are the session events that a record of
+// the global bus referred to, and the copies' envelopes are spliced from
+// them on demand (bus.AppendGlobalEnvelope, checked at Open). Frames are
+// built when a replay first reaches them, as for the events the database
+// holds.
+type pendRec struct {
+	first  uint64
+	evs    []storedEvent
+	splice bool
+}
+
+// at returns the type and envelope of event id, which r holds.
+func (r *pendRec) at(id uint64) (string, []byte) {
+	ev := r.evs[id-r.first]
+	if !r.splice {
+		return ev.typ, ev.env
+	}
+	env, _ := bus.AppendGlobalEnvelope(make([]byte, 0, len(ev.env)+32), ev.typ, ev.env, id)
+	return ev.typ, env
+}
+
+// refSources returns the session events that the events of a refs record
+// copy, which the events records read before it, held, hold, and the
+// length of each copy's envelope (scratch is a buffer to splice them in,
+// returned for reuse).
+func refSources(rec record, held map[uint64][]record, scratch []byte) ([]storedEvent, []int, []byte, error) {
+	evs := make([]storedEvent, 0, rec.count)
+	lens := make([]int, 0, rec.count)
+	id := rec.firstID
+	for _, r := range rec.refs {
+		recs := held[r.num]
+		for sid := r.first; sid < r.first+uint64(r.n); sid, id = sid+1, id+1 {
+			// The last record that starts at or before sid holds it, if any.
+			k := sort.Search(len(recs), func(i int) bool { return recs[i].firstID > sid }) - 1
+			if k < 0 || sid-recs[k].firstID >= uint64(len(recs[k].events)) {
+				return nil, nil, scratch, fmt.Errorf("bus %d: event %d, copied as event %d, is not in the log", r.num, sid, id)
+			}
+			src := recs[k].events[sid-recs[k].firstID]
+			var ok bool
+			if scratch, ok = bus.AppendGlobalEnvelope(scratch[:0], src.typ, src.env, id); !ok {
+				return nil, nil, scratch, fmt.Errorf("bus %d: event %d is not a session's event", r.num, sid)
+			}
+			evs = append(evs, src)
+			lens = append(lens, len(scratch))
+		}
+	}
+	return evs, lens, scratch, nil
+}
+
+// replayInMemoryWritable adds to windows the events of the log that the
+// database lacks (their sizes; the events themselves in logReplay.pend),
+// and advances the buses' last ids in metas; the
+// database is left as it is, and the segments stay until a checkpoint has
+// copied them (see drainRecovered), so that a crash meanwhile replays them
+// again. A bad record is reported and logged as replay does; it and what
+// follows it are cut off by logReplay.cut, once new epochs are on disk.
+func (j *Journal) replayInMemoryWritable(metas map[uint64]*busMeta, windows map[uint64]window, reset map[uint64]bool) (*logReplay, error) {
+	seqs, err := segments(j.dir)
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	lr := &logReplay{nextSeq: 1, segs: map[uint64][]segLast{}, pend: map[uint64][]pendRec{}}
+	if len(seqs) == 0 {
+		return lr, nil
+	}
+	lr.nextSeq = seqs[len(seqs)-1] + 1
+	var (
+		applied, lastNum, lastID uint64
+		held                     = map[uint64][]record{} // every bus's events records so far, for refs
+		scratch                  []byte
+	)
+	bad := func(i int, seq uint64, data []byte, off int, torn bool) {
+		lr.corrupt = !torn
+		j.logDropped(metas, seq, off, data[off:], torn, len(seqs)-1-i, lastNum, lastID)
+		lr.cutSeq, lr.cutOff, lr.drop = seq, int64(off), seqs[i+1:]
+		if off > 0 {
+			lr.kept = append(lr.kept, oldSegment{seq: seq, bytes: uint64(off)})
+		} else {
+			lr.drop = seqs[i:]
+			lr.cutSeq = 0
+		}
+	}
+	parsed, stop := parseSegments(j.dir, seqs)
+	defer stop()
+segments:
+	for i, seq := range seqs {
+		ps := <-parsed[i]
+		if ps.err != nil {
+			return nil, fmt.Errorf("journal: replaying the log: %w", ps.err)
+		}
+		data, off := ps.data, 0
+		for k, rec := range ps.recs {
+			off = ps.offs[k]
+			m := metas[rec.num]
+			var lens []int
+			var err error
+			if rec.refs != nil && m != nil && rec.firstID+uint64(rec.count)-1 > m.LastID {
+				if rec.events, lens, scratch, err = refSources(rec, held, scratch); err != nil {
+					// Whole, but it names events the log does not hold.
+					j.logger.Error("journal: a log record refers to events the log does not hold", "err", err)
+					bad(i, seq, data, off, false)
+					break segments
+				}
+			}
+			if rec.refs == nil {
+				held[rec.num] = append(held[rec.num], rec)
+			}
+			through := rec.firstID + uint64(rec.count) - 1
+			if m == nil || through <= m.LastID {
+				continue
+			}
+			w := windows[rec.num]
+			if rec.firstID > m.LastID+1 {
+				// Events lost: what the bus retains stays contiguous.
+				w, lr.pend[rec.num] = window{}, nil
+				reset[rec.num] = true
+			}
+			skip := 0
+			if rec.firstID <= m.LastID {
+				skip = int(m.LastID + 1 - rec.firstID)
+			}
+			for k, ev := range rec.events[skip:] {
+				id, n := rec.firstID+uint64(skip+k), len(ev.env)
+				if lens != nil {
+					n = lens[skip+k]
+				}
+				w.push(id, entry{size: uint32(bus.FrameSize(id, "", len(ev.typ)+n)), disk: uint32(eventLen(ev.typ, n))})
+			}
+			lr.pend[rec.num] = append(lr.pend[rec.num], pendRec{first: rec.firstID + uint64(skip), evs: rec.events[skip:], splice: rec.refs != nil})
+			windows[rec.num] = w
+			m.LastID = through
+			sl := lr.segs[rec.num]
+			if k := len(sl); k > 0 && sl[k-1].seq == seq {
+				sl[k-1].last = through
+			} else {
+				lr.segs[rec.num] = append(sl, segLast{seq: seq, last: through})
+			}
+			applied += uint64(rec.count)
+			lastNum, lastID = rec.num, through
+		}
+		off = ps.end
+		if off < len(data) && !allZero(data[off:min(off+recHeaderLen, len(data))]) {
+			// A bad record.
+			bad(i, seq, data, off, i == len(seqs)-1 && tornAt(data, off))
+			break
+		}
+		if !allZero(data[off:]) {
+			// Bytes after the end: a record whose header never made it,
+			// unless a whole record follows them.
+			bad(i, seq, data, off, i == len(seqs)-1 && !validFollows(data[off:]))
+			break
+		}
+		if off == 0 {
+			lr.drop = append(lr.drop, seq) // holds nothing
+			continue
+		}
+		lr.kept = append(lr.kept, oldSegment{seq: seq, bytes: uint64(off)})
+	}
+	if applied > 0 {
+		j.logger.Info("journal: replayed the log", "events", applied, "segments", len(seqs))
+	}
+	return lr, nil
+}
+
+// parsedSegment is a log segment read and cut into whole records, ahead
+// of the replay that applies them in order.
+type parsedSegment struct {
+	data []byte
+	recs []record
+	offs []int // where each record starts
+	end  int   // past the last whole record: the end of the log, or a bad record
+	err  error // reading the file
+}
+
+func parseSegment(path string) parsedSegment {
+	data, err := readRegular(path)
+	ps := parsedSegment{data: data, err: err}
+	off := 0
+	for off < len(data) && !allZero(data[off:min(off+recHeaderLen, len(data))]) {
+		rec, n, err := readRecord(data[off:])
+		if err != nil {
+			break
+		}
+		ps.recs, ps.offs = append(ps.recs, rec), append(ps.offs, off)
+		off += n
+	}
+	ps.end = off
+	return ps
+}
+
+// parseSegments reads and parses the segments seqs of dir on a few
+// goroutines, each as far ahead as it gets: reading and checking the
+// records is most of a replay's work, and it does not depend on the order.
+// The i-th channel gets the i-th segment. stop makes them skip the rest
+// and waits for them.
+func parseSegments(dir string, seqs []uint64) (out []chan parsedSegment, stop func()) {
+	out = make([]chan parsedSegment, len(seqs))
+	for i := range out {
+		out[i] = make(chan parsedSegment, 1)
+	}
+	var (
+		next    atomic.Int64
+		stopped atomic.Bool
+		wg      sync.WaitGroup
+	)
+	for range min(runtime.GOMAXPROCS(0), 4, len(seqs)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(seqs); i = int(next.Add(1) - 1) {
+				if stopped.Load() {
+					out[i] <- parsedSegment{}
+					continue
+				}
+				out[i] <- parseSegment(filepath.Join(dir, segmentName(seqs[i])))
+			}
+		})
+	}
+	return out, func() {
+		stopped.Store(true)
+		wg.Wait()
+	}
+}
+
+// syncFile makes the file at path durable.
+func syncFile(path string) error {
+	f, err := openRegular(path, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
 	return err
 }
@@ -567,6 +873,10 @@ func (j *Journal) scan(metas map[uint64]*busMeta, reset map[uint64]bool, fix boo
 			var w window
 			b := eventsBucket(tx, num)
 			if b == nil {
+				if fix && tx.Bucket(bucketEvents).Get(idKey(num)) != nil {
+					// A value where the bus's bucket should be.
+					return fmt.Errorf("journal: %w: bus %d: %w", errDamaged, num, bolt.ErrIncompatibleValue)
+				}
 				windows[num] = w
 				continue
 			}

@@ -3,6 +3,7 @@ package journal
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 
 	"github.com/localbus/localbus/bus"
@@ -31,6 +32,42 @@ type Store struct {
 	logFloor uint64    // ids up to this one are not in the log, or in segments being removed from it
 	syncedID uint64    // last id known durable
 	deleted  bool
+	// pend holds the events that Open restored from the log and that the
+	// database lacks until a checkpoint copies them, those from pendFirst
+	// on: frames of the window that are nil there are built from it.
+	pend      []pendRec
+	pendFirst uint64
+}
+
+// pendAt returns the type and envelope of event id from s.pend, if it
+// holds it. s.mu must be held.
+func (s *Store) pendAt(id uint64) (string, []byte, bool) {
+	if len(s.pend) == 0 || id < s.pendFirst {
+		return "", nil, false
+	}
+	k := sort.Search(len(s.pend), func(i int) bool { return s.pend[i].first > id }) - 1
+	if k < 0 || id-s.pend[k].first >= uint64(len(s.pend[k].evs)) {
+		return "", nil, false
+	}
+	typ, env := s.pend[k].at(id)
+	return typ, env, true
+}
+
+// dropPendThrough forgets the events of s.pend up to id, which the
+// database holds now. s.mu must be held.
+func (s *Store) dropPendThrough(id uint64) {
+	if len(s.pend) == 0 || id < s.pendFirst {
+		return
+	}
+	s.pendFirst = id + 1
+	k := 0
+	for k < len(s.pend) && s.pend[k].first+uint64(len(s.pend[k].evs)) <= s.pendFirst {
+		k++
+	}
+	clear(s.pend[:k])
+	if s.pend = s.pend[k:]; len(s.pend) == 0 {
+		s.pend = nil // releases what the log's segments were read into
+	}
 }
 
 // segLast is a log segment and the last id of a bus it holds.
@@ -240,6 +277,20 @@ func (s *Store) loadLocked(i int) error {
 }
 
 func (s *Store) loadGuarded(i int) error {
+	// Events restored from the log come from s.pend, the rest from the
+	// database; ids of the latter come first.
+	for k := i; k < s.win.n && len(s.pend) > 0; k++ {
+		e, id := s.win.at(k), s.win.first+uint64(k)
+		if e.f != nil {
+			continue
+		}
+		if typ, env, ok := s.pendAt(id); ok {
+			e.f = bus.NewFrame(id, typ, env)
+		}
+	}
+	if s.win.at(i).f != nil {
+		return nil
+	}
 	return s.j.db.View(func(tx *bolt.Tx) error {
 		b := eventsBucket(tx, s.num)
 		if b == nil {

@@ -85,15 +85,22 @@ func segments(dir string) ([]uint64, error) {
 	return seqs, nil
 }
 
-// openWAL starts a new, empty segment numbered seq.
-func openWAL(dir string, seq uint64, segSize int64, wrap func(File) File, onSync func(), noSync bool) (*wal, error) {
+// openWAL starts a new, empty segment numbered seq, after the segments
+// old that an earlier run wrote and that recovery keeps until a checkpoint
+// has copied them (their records then come first in the log's offsets).
+func openWAL(dir string, seq uint64, old []oldSegment, segSize int64, wrap func(File) File, onSync func(), noSync bool) (*wal, error) {
 	w := &wal{dir: dir, wrap: wrap, onSync: onSync, noSync: noSync, seq: seq, segSize: segSize}
 	f, size, err := w.createFitting(seq, 0)
 	if err != nil {
 		return nil, err
 	}
 	w.f, w.cap = f, size
-	w.live = []segStart{{seq: seq}}
+	for _, o := range old {
+		w.live = append(w.live, segStart{seq: o.seq, lsn: w.lsn})
+		w.lsn += o.bytes
+	}
+	w.live = append(w.live, segStart{seq: seq, lsn: w.lsn})
+	w.synced.Store(w.lsn)
 	return w, nil
 }
 

@@ -1,0 +1,146 @@
+package journal
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/hub"
+)
+
+// sessionEnvelopes returns what every session retains: session → id →
+// envelope.
+func sessionEnvelopes(t *testing.T, h *hub.Hub) map[string]map[uint64]string {
+	t.Helper()
+	out := map[string]map[uint64]string{}
+	for _, s := range h.Sessions() {
+		sub, err := s.Bus.Subscribe(t.Context(), bus.SubscribeOptions{Cursor: new(uint64)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames, _ := sub.Take(nil)
+		sub.Close()
+		out[s.ID] = map[uint64]string{}
+		for _, f := range frames {
+			if !f.Reserved() {
+				out[s.ID][f.ID] = string(f.JSON())
+			}
+		}
+	}
+	return out
+}
+
+// copyDir copies the regular files of dir, as a crash would leave them at
+// that moment, into a new directory.
+func copyDir(t *testing.T, dir string) string {
+	t.Helper()
+	to := t.TempDir()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, e.Name()), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return to
+}
+
+// TestKillDuringTheCheckpointAfterOpenLosesNothingAndReusesNoID: Open
+// restores a crashed log in memory, serves, and copies the log into the
+// database in the background, a segment at a time. A kill at any step of
+// that copy (a segment's events committed, before and after the segment is
+// removed), with events published since Open, loses no event, changes no
+// byte, keeps the epochs (fsync always) and reuses no id.
+func TestKillDuringTheCheckpointAfterOpenLosesNothingAndReusesNoID(t *testing.T) {
+	dir := t.TempDir()
+	h, j, _ := openHub(t, dir, noKicks, 0)
+	for k := range 60 {
+		hubPublish(t, h, fmt.Sprintf("s%d", k%3), events(k*4, 4, 300))
+	}
+	h.Close()
+	j.crash()
+	old := len(segmentsIn(t, dir))
+	if old < 4 {
+		t.Fatalf("%d segments, want several", old)
+	}
+
+	var (
+		mu       sync.Mutex
+		images   []string // crash images taken during the copy, in order
+		steps    []string
+		released = make(chan struct{})
+	)
+	o := noKicks
+	o.afterCheckpoint = func(seq uint64, removed bool) {
+		mu.Lock()
+		first := len(images) == 0
+		mu.Unlock()
+		if first {
+			select { // until the test has published after Open
+			case <-released:
+			case <-time.After(10 * time.Second):
+			}
+		}
+		img := copyDir(t, dir)
+		mu.Lock()
+		images = append(images, img)
+		steps = append(steps, fmt.Sprintf("segment %d, removed %v", seq, removed))
+		mu.Unlock()
+	}
+	h2, j2, _ := openHub(t, dir, o, 0)
+	for k := range 6 {
+		hubPublish(t, h2, fmt.Sprintf("s%d", k%3), events(1000+k*2, 2, 300))
+	}
+	wantGlobal, wantSessions := globalEnvelopes(t, h2), sessionEnvelopes(t, h2)
+	epochs := map[string]string{"": h2.Global().Epoch()}
+	for _, s := range h2.Sessions() {
+		epochs[s.ID] = s.Bus.Epoch()
+	}
+	close(released)
+	waitFor(t, func() bool { return len(segmentsIn(t, dir)) == 1 }) // the copy is done
+	h2.Close()
+	j2.crash()
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(images) < 2*(old-1) {
+		t.Fatalf("%d crash images (%v), want two for each of the %d segments copied", len(images), steps, old)
+	}
+	for i, img := range images {
+		h3, _, lb := openHub(t, img, noKicks, 0)
+		if diff := cmp.Diff(wantGlobal, globalEnvelopes(t, h3)); diff != "" {
+			t.Errorf("killed at %s: global bus (-want +got):\n%s\nlog:\n%s", steps[i], diff, lb)
+		}
+		if diff := cmp.Diff(wantSessions, sessionEnvelopes(t, h3)); diff != "" {
+			t.Errorf("killed at %s: sessions (-want +got):\n%s\nlog:\n%s", steps[i], diff, lb)
+		}
+		if got := h3.Global().Epoch(); got != epochs[""] {
+			t.Errorf("killed at %s: the global bus's epoch changed", steps[i])
+		}
+		for _, s := range h3.Sessions() {
+			if s.Bus.Epoch() != epochs[s.ID] {
+				t.Errorf("killed at %s: session %s's epoch changed", steps[i], s.ID)
+			}
+			last := s.Bus.LastID()
+			first, _, err := h3.Publish(s.ID, events(0, 1, 10))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first != last+1 || last != uint64(len(wantSessions[s.ID])) {
+				t.Errorf("killed at %s: session %s: next id %d after %d, want %d", steps[i], s.ID, first, last, len(wantSessions[s.ID])+1)
+			}
+		}
+		h3.Close()
+	}
+}
