@@ -92,7 +92,7 @@
 // # Locks
 //
 // Journal.mu is taken before Store.mu, Store.mu before the log's locks
-// (wal.syncMu before wal.mu). The global bus's Store.mu is taken before a
+// (wal.waitMu, released before a sync, then wal.syncMu before wal.mu). The global bus's Store.mu is taken before a
 // session's (refsFor), never the other way. The bus calls Store methods with its own
 // lock held, so the bus lock comes first of all.
 package journal

@@ -40,7 +40,16 @@ type wal struct {
 	segSize     int64
 
 	syncMu sync.Mutex // held by the goroutine syncing and by rotate/close; taken before mu
-	synced atomic.Uint64
+	// Appends wait for a sync under way on waiting, not in syncMu's
+	// queue: when it ends they all wake at once, the ones it covered
+	// return, and the first of the others starts the next sync at once.
+	// In a mutex's queue, appends the sync covered would wake one at a
+	// time, some behind an append that is already syncing again.
+	waitMu  sync.Mutex
+	waiting sync.Cond // on waitMu
+	leading bool      // a syncTo is syncing; guarded by waitMu
+	waiters int       // appends waiting on waiting; guarded by waitMu
+	synced  atomic.Uint64
 
 	mu     sync.Mutex // guards the fields below
 	live   []segStart // the segments on disk, oldest first; the last is the current one
@@ -90,6 +99,7 @@ func segments(dir string) ([]uint64, error) {
 // has copied them (their records then come first in the log's offsets).
 func openWAL(dir string, seq uint64, old []oldSegment, segSize int64, wrap func(File) File, onSync func(), noSync bool) (*wal, error) {
 	w := &wal{dir: dir, wrap: wrap, onSync: onSync, noSync: noSync, seq: seq, segSize: segSize}
+	w.waiting.L = &w.waitMu
 	f, size, err := w.createFitting(seq, 0)
 	if err != nil {
 		return nil, err
@@ -219,18 +229,33 @@ func (w *wal) end() uint64 {
 }
 
 // syncTo returns once the log is durable up to lsn. Concurrent callers
-// share syncs: while one syncs, the others wait, and most find their
-// records covered when it is done (group commit).
+// share syncs (group commit): one syncs everything appended so far while
+// the others wait; when it is done every caller it covered returns, and
+// one of the rest starts the next sync.
 func (w *wal) syncTo(lsn uint64) error {
 	if w.synced.Load() >= lsn {
 		return nil
 	}
-	w.syncMu.Lock()
-	defer w.syncMu.Unlock()
-	if w.synced.Load() >= lsn {
-		return nil
+	w.waitMu.Lock()
+	defer w.waitMu.Unlock()
+	for w.synced.Load() < lsn {
+		if w.leading {
+			w.waiters++
+			w.waiting.Wait()
+			w.waiters--
+			continue
+		}
+		w.leading = true
+		w.waitMu.Unlock()
+		err := w.sync()
+		w.waitMu.Lock()
+		w.leading = false
+		w.waiting.Broadcast()
+		if err != nil {
+			return err
+		}
 	}
-	return w.syncLocked()
+	return nil
 }
 
 // sync makes everything appended so far durable.
