@@ -27,7 +27,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // the sync mode, and a function that closes both.
 func newHub(tb testing.TB, dir, mode string, l bus.Limits) (*hub.Hub, func()) {
 	tb.Helper()
-	opts := hub.Options{Limits: l, AutoCreate: true}
+	opts := hub.Options{Limits: l, AutoCreate: true, Logger: quiet}
 	var j *journal.Journal
 	if mode != "" {
 		var err error
@@ -218,6 +218,41 @@ func BenchmarkPublishOne(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkGroupCommit has 32 publishers post one event at a time to one
+// session with fsync "always", as many clients of one app would; an op is
+// one publish, returned once durable. Every sync is shared by the
+// publishers waiting at that moment, so the rate is many times one
+// publisher's.
+func BenchmarkGroupCommit(b *testing.B) {
+	for _, mode := range []string{"memory", journal.SyncAlways} {
+		b.Run(mode, func(b *testing.B) {
+			m := mode
+			if m == "memory" {
+				m = ""
+			}
+			h, closeHub := newHub(b, b.TempDir(), m, bus.Limits{})
+			defer closeHub()
+			ev := payload(1)
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			for range 32 {
+				wg.Go(func() {
+					for next.Add(1) <= int64(b.N) {
+						if _, _, err := h.Publish("one", ev); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "publishes/s")
 		})
 	}
 }
