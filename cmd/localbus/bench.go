@@ -31,8 +31,9 @@ every event once, in order:
   replay   a new subscriber resuming from 0 on a full ring
   publish  single-event publish requests per second, one subscriber
 
---baseline runs fanout or latency through a bare in-process server too, and
-prints the daemon's figures as ratios to it. The bench uses a session of its
+--baseline runs fanout or latency through a bare server too (a process of the
+bench's own, whose CPU time is measured as the daemon's), and prints the
+daemon's figures as ratios to it. The bench uses a session of its
 own, created and deleted for the run. Exits 1 when a check fails.`,
 		OnUsageError: onUsageError,
 		Flags: append([]cli.Flag{
@@ -49,7 +50,7 @@ own, created and deleted for the run. Exits 1 when a check fails.`,
 			&cli.IntFlag{Name: "repeat", Value: 10, Usage: "replay: resumes to time"},
 			&cli.IntFlag{Name: "publishers", Usage: "latency: the pool of connections that each send an event as soon as it is due; publish: connections sending requests back to back", DefaultText: fmt.Sprintf("%d for latency, 1 for publish", bench.DefaultLatencyPublishers)},
 			&cli.IntFlag{Name: "rounds", Value: 1, Usage: "run the scenario this many times, alternating daemon and baseline, and report each one's best round"},
-			&cli.BoolFlag{Name: "baseline", Usage: "also run through bare in-process Unix socket writes and print ratios (fanout, latency)"},
+			&cli.BoolFlag{Name: "baseline", Usage: "also run through a bare server's Unix socket writes and print ratios (fanout, latency)"},
 			&cli.BoolFlag{Name: "baseline-only", Usage: "run the baseline alone, without a daemon"},
 			&cli.StringFlag{Name: "session", Usage: "the session `ID` to use (default: a new bench-… session, deleted after)"},
 			&cli.BoolFlag{Name: "keep-session", Usage: "do not delete the sessions the bench created"},

@@ -132,3 +132,39 @@ func TestBenchUsageAndReachErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestBenchBaselineRunsAsAProcessOfItsOwn: --baseline-only runs the
+// baseline server as this executable again, in the built binary and in
+// this test binary alike, and reports its processor time; the help lists
+// no such command.
+func TestBenchBaselineRunsAsAProcessOfItsOwn(t *testing.T) {
+	args := []string{"bench", "--baseline-only", "--quiet", "--json", "--subscribers", "4", "--events", "50000", "--settle", "2s", "--timeout", "60s"}
+	for _, tc := range []struct {
+		name string
+		run  func() (int, string, string)
+	}{
+		{"built binary", func() (int, string, string) { r := runBin(t, "", args...); return r.code, r.stdout, r.stderr }},
+		{"in process", func() (int, string, string) { r := runCLI(t, args...); return r.code, r.stdout, r.stderr }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := tc.run()
+			if code != exitOK {
+				t.Fatalf("bench = %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+			}
+			var rep bench.Report
+			if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+				t.Fatalf("--json output is not a report: %v\n%s", err, stdout)
+			}
+			b := rep.Baseline
+			if b == nil || b.CPU == nil || b.CPU.PID <= 0 || b.CPU.PID == os.Getpid() || b.CPU.Server <= 0 || b.CPU.ServerNsPerDelivery <= 0 {
+				t.Fatalf("baseline %+v, want the CPU figures of a process of its own", b)
+			}
+			if b.Check.Received != 200000 || !rep.OK() {
+				t.Errorf("baseline check %+v, want 200000 deliveries ok", b.Check)
+			}
+		})
+	}
+	if r := runCLI(t, "help"); r.code != exitOK || strings.Contains(strings.ToLower(r.stdout), "baseline server") {
+		t.Errorf("localbus help = %d, shows the baseline server:\n%s", r.code, r.stdout)
+	}
+}

@@ -18,14 +18,17 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.uber.org/goleak"
 
+	"github.com/localbus/localbus/cmd/localbus/bench"
 	"github.com/localbus/localbus/daemon/daemontest"
 	"github.com/localbus/localbus/ipc/access"
 )
 
 // TestMain checks for leaked goroutines and removes the daemon binary that
 // the reload tests build. The connection variables of the developer's shell
-// would change what the commands under test do.
+// would change what the commands under test do. The bench tests run this
+// binary again as their baseline server, as main does.
 func TestMain(m *testing.M) {
+	bench.ServeBaselineIfAsked()
 	os.Unsetenv("LOCALBUS_SOCKET")
 	os.Unsetenv("LOCALBUS_KEY")
 	goleak.VerifyTestMain(cleanupM{m})

@@ -1,68 +1,113 @@
 package bench
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
-	"net"
-	"net/http"
+	"errors"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 )
 
-// baseline is the machine's limit for a fan-out: a bare in-process server
-// on a Unix socket that encodes each event once, into the same wire bytes
-// the daemon would send, and writes every subscriber's share of a publish
-// with one writev. It has no queues, limits, resume or filters: only what
-// the wire needs.
+// baselineStart bounds how long the baseline server may take to start, and
+// baselineStop how long it may take to exit once told to.
+const (
+	baselineStart = 10 * time.Second
+	baselineStop  = 5 * time.Second
+)
+
+// baseline is the machine's limit for a fan-out: a bare server (see
+// baseServer) in a process of its own, so that its processor time is
+// measured from /proc as the daemon's is, apart from the clients'. The
+// bench runs its own executable again as that process (see
+// ServeBaselineIfAsked) and publishes through a pair of pipes, one small
+// binary request and reply per publish: no HTTP.
 type baseline struct {
 	dir     string
-	ln      net.Listener
 	ep      endpoint
 	session string
 
-	// pub orders publishes: held from taking ids to handing the bytes to
-	// every subscriber, so that concurrent publishers reach each
-	// subscriber in id order, as the daemon's bus lock does.
-	pub    sync.Mutex
-	mu     sync.Mutex // guards subs and lastID
-	subs   []*baseSub
-	lastID uint64
+	cmd    *exec.Cmd
+	stderr bytes.Buffer  // the server's, read once it has exited
+	exited chan struct{} // closed when the server has exited and been reaped
 
-	wg sync.WaitGroup // the accept loop and every connection's goroutine
+	mu    sync.Mutex // one request at a time over the pipes
+	ctl   *os.File   // the server's standard input
+	reply *os.File   // the server's standard output
+	req   [baseReqSize]byte
+	out   [8]byte
 }
 
-// baseSub is one subscriber of the baseline: its writer takes the shared
-// wire bytes of each publish from ch.
-type baseSub struct {
-	conn net.Conn
-	ws   bool
-	ch   chan []byte
-}
-
-func newBaseline() (*baseline, error) {
+// newBaseline starts the baseline server and waits until it listens. The
+// server is killed when ctx ends; close stops it and waits for it.
+func newBaseline(ctx context.Context) (*baseline, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("bench: baseline: %w", err)
+	}
 	dir, err := os.MkdirTemp("", "localbus-bench-")
 	if err != nil {
 		return nil, err
 	}
 	sock := filepath.Join(dir, "baseline.sock")
-	ln, err := net.Listen("unix", sock)
+	b := &baseline{dir: dir, session: "baseline", ep: endpoint{network: "unix", addr: sock, host: "localbus"}, exited: make(chan struct{})}
+	ctlR, ctlW, err := os.Pipe()
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	b := &baseline{dir: dir, ln: ln, session: "baseline", ep: endpoint{network: "unix", addr: sock, host: "localbus"}}
-	b.wg.Add(1)
-	go b.accept()
+	repR, repW, err := os.Pipe()
+	if err != nil {
+		ctlR.Close()
+		ctlW.Close()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	b.cmd = exec.CommandContext(ctx, exe)
+	b.cmd.Env = append(os.Environ(), baselineEnv+"="+sock)
+	b.cmd.Stdin, b.cmd.Stdout, b.cmd.Stderr = ctlR, repW, &b.stderr
+	err = b.cmd.Start()
+	ctlR.Close()
+	repW.Close()
+	b.ctl, b.reply = ctlW, repR
+	if err != nil {
+		b.ctl.Close()
+		b.reply.Close()
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("bench: starting the baseline server: %w", err)
+	}
+	go func() {
+		b.cmd.Wait()
+		close(b.exited)
+	}()
+	// A program that does not call ServeBaselineIfAsked never says it is
+	// ready: it is killed after baselineStart.
+	kill := time.AfterFunc(baselineStart, func() { b.cmd.Process.Kill() })
+	var ready [len(baseReady)]byte
+	_, err = io.ReadFull(b.reply, ready[:])
+	kill.Stop()
+	if err != nil || string(ready[:]) != baseReady {
+		b.close(ctx)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		msg := strings.TrimSpace(b.stderr.String())
+		if msg == "" {
+			msg = "it did not start within " + baselineStart.String() + "; does the program call bench.ServeBaselineIfAsked first?"
+		}
+		return nil, fmt.Errorf("bench: starting the baseline server: %s", msg)
+	}
 	return b, nil
 }
 
 func (b *baseline) name() string { return "baseline" }
-func (b *baseline) pid() int     { return os.Getpid() }
+func (b *baseline) pid() int     { return b.cmd.Process.Pid }
 func (b *baseline) limits() limits {
 	return limits{RingSize: 0, MaxQueuedBytes: 1 << 30, MaxSubscribers: 1 << 20, MaxBatch: 1000}
 }
@@ -75,195 +120,68 @@ func (b *baseline) open(ctx context.Context, o streamOptions) (stream, error) {
 	return openStream(ctx, b.ep, o)
 }
 
+// close stops the server: the end of its standard input tells it to exit,
+// and it is killed if it has not within baselineStop. It returns once the
+// server has been reaped.
 func (b *baseline) close(context.Context) {
-	b.ln.Close()
-	b.mu.Lock()
-	subs := b.subs
-	b.subs = nil
-	b.mu.Unlock()
-	for _, s := range subs {
-		close(s.ch)
-		s.conn.Close()
+	b.ctl.Close()
+	t := time.NewTimer(baselineStop)
+	select {
+	case <-b.exited:
+	case <-t.C:
+		b.cmd.Process.Kill()
+		<-b.exited
 	}
-	b.wg.Wait()
+	t.Stop()
+	b.reply.Close()
 	os.RemoveAll(b.dir)
 }
 
-func (b *baseline) accept() {
-	defer b.wg.Done()
-	for {
-		c, err := b.ln.Accept()
-		if err != nil {
-			return
-		}
-		b.wg.Add(1)
-		go func() {
-			defer b.wg.Done()
-			b.serve(c)
-		}()
+// publish asks the server to publish n events of size bytes and returns
+// the last id.
+func (b *baseline) publish(ctx context.Context, n, size int, due int64) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
 	}
-}
-
-// serve answers one stream request and then writes what is published.
-func (b *baseline) serve(c net.Conn) {
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	req, err := http.ReadRequest(bufio.NewReader(c))
-	if err != nil {
-		c.Close()
-		return
-	}
-	c.SetReadDeadline(time.Time{})
-	s := &baseSub{conn: c, ws: strings.HasSuffix(req.URL.Path, "/ws"), ch: make(chan []byte, 64)}
 	b.mu.Lock()
-	ready := `{"v":1,"type":"stream:ready","session":"` + b.session + `","data":{"cursor":` + strconv.FormatUint(b.lastID, 10) +
-		`,"lastId":` + strconv.FormatUint(b.lastID, 10) + `,"earliestId":null,"epoch":"baseline","types":null,"maxQueued":2048},"timestamp":"` +
-		time.Now().UTC().Format(timestampLayout) + `"}`
-	var head []byte
-	if s.ws {
-		head = []byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " +
-			wsAccept(req.Header.Get("Sec-WebSocket-Key")) + "\r\n\r\n")
-		head = appendWSFrame(head, []byte(ready))
-	} else {
-		head = []byte("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n")
-		body := "retry: 3000\n\nevent: stream:ready\ndata: " + ready + "\n\n"
-		head = append(head, strconv.FormatInt(int64(len(body)), 16)+"\r\n"+body+"\r\n"...)
+	defer b.mu.Unlock()
+	binary.LittleEndian.PutUint32(b.req[0:], uint32(n))
+	binary.LittleEndian.PutUint32(b.req[4:], uint32(size))
+	binary.LittleEndian.PutUint64(b.req[8:], uint64(due))
+	_, err := b.ctl.Write(b.req[:])
+	if err == nil {
+		_, err = io.ReadFull(b.reply, b.out[:])
 	}
-	if _, err := c.Write(head); err != nil {
-		b.mu.Unlock()
-		c.Close()
-		return
-	}
-	b.subs = append(b.subs, s)
-	b.mu.Unlock()
-	var bufs net.Buffers
-	for p := range s.ch {
-		bufs = append(bufs[:0], p)
-	more:
-		for len(bufs) < 64 {
-			select {
-			case p, ok := <-s.ch:
-				if !ok {
-					break more
-				}
-				bufs = append(bufs, p)
-			default:
-				break more
-			}
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
 		}
-		c.SetWriteDeadline(time.Now().Add(30 * time.Second))
-		if _, err := bufs.WriteTo(c); err != nil {
-			c.Close()
-			for range s.ch {
-			}
-			return
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			err = errors.New("it exited")
 		}
+		return 0, fmt.Errorf("bench: the baseline server: %w", err)
 	}
+	return binary.LittleEndian.Uint64(b.out[:]), nil
 }
 
-const timestampLayout = "2006-01-02T15:04:05.000Z07:00"
-
-// appendWSFrame appends an unmasked text frame.
-func appendWSFrame(dst, p []byte) []byte {
-	switch n := len(p); {
-	case n < 126:
-		dst = append(dst, 0x81, byte(n))
-	case n < 1<<16:
-		dst = append(dst, 0x81, 126)
-		dst = binary.BigEndian.AppendUint16(dst, uint16(n))
-	default:
-		dst = append(dst, 0x81, 127)
-		dst = binary.BigEndian.AppendUint64(dst, uint64(n))
-	}
-	return append(dst, p...)
-}
-
-// basePublisher encodes events the way the daemon does, once per event,
-// and hands the same bytes to every subscriber. Like the daemon's
-// publishers, several may publish at once.
+// basePublisher publishes through the baseline server. Like the daemon's
+// publishers, several may publish at once; the server keeps their events
+// in id order.
 type basePublisher struct {
-	b   *baseline
-	p   payload
-	env []byte
-	sse []byte
-	ws  []byte
+	b    *baseline
+	size int
 }
 
 func (b *baseline) publisher(_ context.Context, _ string, size int) (publisher, error) {
-	return &basePublisher{b: b, p: payload{size: size}}, nil
+	return &basePublisher{b: b, size: size}, nil
 }
 
 func (p *basePublisher) Close() error { return nil }
 
 func (p *basePublisher) batch(ctx context.Context, n int) (uint64, error) {
-	return p.publish(ctx, n, 0)
+	return p.b.publish(ctx, n, p.size, 0)
 }
 
 func (p *basePublisher) one(ctx context.Context, due int64) (uint64, error) {
-	return p.publish(ctx, 1, due)
-}
-
-func (p *basePublisher) publish(ctx context.Context, n int, due int64) (uint64, error) {
-	b := p.b
-	b.pub.Lock()
-	defer b.pub.Unlock()
-	b.mu.Lock()
-	first := b.lastID + 1
-	b.lastID += uint64(n)
-	last := b.lastID
-	subs := b.subs
-	b.mu.Unlock()
-	data := p.p.data(due)
-	now := time.Now().UTC()
-	// The SSE body of the batch, then its chunk framing; the WebSocket
-	// frames. Each is built once and shared by every subscriber.
-	sse, ws := p.sse[:0], p.ws[:0]
-	needSSE, needWS := false, false
-	for _, s := range subs {
-		needSSE, needWS = needSSE || !s.ws, needWS || s.ws
-	}
-	for id := first; id <= last; id++ {
-		env := append(p.env[:0], `{"id":`...)
-		env = strconv.AppendUint(env, id, 10)
-		env = append(env, `,"v":1,"type":"`+eventType+`","session":"`...)
-		env = append(env, b.session...)
-		env = append(env, `","data":`...)
-		env = append(env, data...)
-		env = append(env, `,"timestamp":"`...)
-		env = now.AppendFormat(env, timestampLayout)
-		env = append(env, `"}`...)
-		p.env = env
-		if needSSE {
-			sse = append(sse, "id: "...)
-			sse = strconv.AppendUint(sse, id, 10)
-			sse = append(sse, "\nevent: "+eventType+"\ndata: "...)
-			sse = append(sse, env...)
-			sse = append(sse, "\n\n"...)
-		}
-		if needWS {
-			ws = appendWSFrame(ws, env)
-		}
-	}
-	p.sse, p.ws = sse, ws
-	var sseChunk, wsBytes []byte
-	if needSSE {
-		sseChunk = strconv.AppendInt(make([]byte, 0, len(sse)+16), int64(len(sse)), 16)
-		sseChunk = append(sseChunk, "\r\n"...)
-		sseChunk = append(sseChunk, sse...)
-		sseChunk = append(sseChunk, "\r\n"...)
-	}
-	if needWS {
-		wsBytes = append([]byte(nil), ws...)
-	}
-	for _, s := range subs {
-		out := sseChunk
-		if s.ws {
-			out = wsBytes
-		}
-		select {
-		case s.ch <- out:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}
-	return last, nil
+	return p.b.publish(ctx, 1, p.size, due)
 }

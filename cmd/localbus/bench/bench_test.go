@@ -23,7 +23,12 @@ import (
 	"github.com/localbus/localbus/ipc/wire"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks for leaked goroutines. Run starts the baseline server by
+// running this binary again, which then serves instead of testing.
+func TestMain(m *testing.M) {
+	ServeBaselineIfAsked()
+	goleak.VerifyTestMain(m)
+}
 
 // wait bounds every run in these tests.
 const wait = 60 * time.Second

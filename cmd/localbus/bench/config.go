@@ -79,9 +79,10 @@ type Config struct {
 	// throughput, the lowest latency), since a busy machine only ever
 	// makes a round slower. Default 1.
 	Rounds int
-	// Baseline also runs fanout or latency through a bare in-process server
-	// on a Unix socket, to report every figure as a ratio to this machine's
-	// limit.
+	// Baseline also runs fanout or latency through a bare server on a Unix
+	// socket, to report every figure as a ratio to this machine's limit.
+	// The server is this executable run again (see ServeBaselineIfAsked),
+	// so that its processor time is measured apart from the clients'.
 	Baseline bool
 	// BaselineOnly runs the baseline alone, without a daemon.
 	BaselineOnly bool

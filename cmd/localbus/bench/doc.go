@@ -28,11 +28,16 @@
 //
 // # Baseline
 //
-// With Config.Baseline, fanout and latency also run through a bare
-// in-process server on a Unix socket in a temporary directory: each event is
-// encoded once and written to every subscriber with one write per batch, the
-// machine's limit for that wire format. The same clients read both, so the
-// daemon's figures are printed as ratios to the baseline of the same run.
+// With Config.Baseline, fanout and latency also run through a bare server
+// on a Unix socket in a temporary directory: each event is encoded once and
+// written to every subscriber with one write per batch, the machine's limit
+// for that wire format. The same clients read both, so the daemon's figures
+// are printed as ratios to the baseline of the same run. The server runs in
+// a process of its own, this executable started again (a program that runs
+// the baseline calls [ServeBaselineIfAsked] first in main), so that its
+// processor time is read from /proc as the daemon's is; the bench asks it
+// to publish over a pair of pipes, with one small binary message per
+// publish.
 //
 // # Clients
 //

@@ -38,7 +38,8 @@ type Report struct {
 	BaselineRounds []*Result `json:"baselineRounds,omitempty"`
 	// Ratios are the daemon's figures over the baseline's: deliveriesPerSec
 	// (fanout; higher is better), latencyP50 and latencyP99 (latency; lower
-	// is better).
+	// is better), serverNsPerDelivery (the server's processor time per
+	// delivery; lower is better).
 	Ratios map[string]float64 `json:"ratios,omitempty"`
 }
 
@@ -156,7 +157,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	var b *baseline
 	if c.Baseline {
-		if b, err = newBaseline(); err != nil {
+		if b, err = newBaseline(ctx); err != nil {
 			return nil, err
 		}
 		defer b.close(ctx)
@@ -225,6 +226,9 @@ func (r *Report) ratios() {
 	if d.Latency != nil && b.Latency != nil && b.Latency.P99 > 0 {
 		r.Ratios["latencyP50"] = d.Latency.P50 / b.Latency.P50
 		r.Ratios["latencyP99"] = d.Latency.P99 / b.Latency.P99
+	}
+	if d.CPU != nil && b.CPU != nil && d.CPU.ServerNsPerDelivery > 0 && b.CPU.ServerNsPerDelivery > 0 {
+		r.Ratios["serverNsPerDelivery"] = d.CPU.ServerNsPerDelivery / b.CPU.ServerNsPerDelivery
 	}
 }
 
@@ -348,8 +352,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 			return v, v != 0
 		}
 	}
-	row("daemon CPU s", cpu(func(c *CPU) float64 { return c.Server }), "%.2f", false)
-	row("daemon CPU ns/delivery", cpu(func(c *CPU) float64 { return c.ServerNsPerDelivery }), "%.0f", false)
+	// The server is the daemon in its column and the baseline server in
+	// the baseline's, each a process of its own.
+	row("server CPU s", cpu(func(c *CPU) float64 { return c.Server }), "%.2f", true)
+	row("server CPU ns/delivery", cpu(func(c *CPU) float64 { return c.ServerNsPerDelivery }), "%.0f", true)
 	row("bench CPU s", cpu(func(c *CPU) float64 { return c.Bench }), "%.2f", false)
 	row("RSS per stream KiB", mem(func(m *Memory) float64 { return m.PerStreamKiB }), "%.1f", false)
 	row("RSS before KiB", mem(func(m *Memory) float64 { return float64(m.BeforeKiB) }), "%.0f", false)

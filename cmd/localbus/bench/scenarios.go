@@ -156,14 +156,9 @@ func checkAll(fs []*follower) Check {
 	return c
 }
 
-// serverPID is the daemon's process for CPU figures, 0 for the baseline
-// (whose time is the bench's own).
-func (e *env) serverPID() int {
-	if e.t.name() == "daemon" {
-		return e.t.pid()
-	}
-	return 0
-}
+// serverPID is the server's process for CPU figures: the daemon's, or the
+// baseline server's; 0 if unknown.
+func (e *env) serverPID() int { return e.t.pid() }
 
 // sampler samples the target's RSS during a scenario, if its pid is known.
 func (e *env) sampler() *rssSampler {

@@ -156,10 +156,11 @@ func (s *rssSampler) Stop() int64 {
 }
 
 // CPU is the processor time a run used, in seconds: the server's (the
-// daemon, when its process is known) and the bench's own, whose clients
-// read every stream. On the baseline, the bench's time includes the
-// baseline server's.
+// daemon, when its process is known, or the baseline server, a process of
+// its own) and the bench's own, whose clients read every stream.
 type CPU struct {
+	// PID is the server's process, 0 when unknown.
+	PID    int     `json:"pid,omitempty"`
 	Server float64 `json:"server,omitempty"`
 	Bench  float64 `json:"bench"`
 	// ServerNsPerDelivery is Server over the deliveries, in nanoseconds.
@@ -182,7 +183,7 @@ func startCPU(pid int) *cpuClock {
 
 // stop returns the time used since start.
 func (c *cpuClock) stop(deliveries float64) *CPU {
-	r := &CPU{Bench: selfCPU() - c.bench}
+	r := &CPU{Bench: selfCPU() - c.bench, PID: c.pid}
 	if c.pid > 0 {
 		r.Server = procCPU(c.pid) - c.server
 		if deliveries > 0 {
