@@ -430,7 +430,10 @@ func TestRetentionKeepsDiskWithinTheRing(t *testing.T) {
 }
 
 // TestDiskFullAnswers507AndKeepsServingReads runs the daemon with its
-// state_dir on a 16 MiB tmpfs and publishes until the disk is full: the
+// state_dir on a 16 MiB tmpfs that a ballast file fills but for 1 MiB (the
+// journal keeps within about twice what the rings retain, plus a segment,
+// so the ballast must leave it less than that) and publishes until the
+// disk is full: the
 // publish is refused with 507 and a JSON error, reads and replays go on,
 // publishing resumes with the next id once there is room, and a restart
 // restores every acknowledged event. It needs root to mount the tmpfs.
@@ -453,7 +456,7 @@ func TestDiskFullAnswers507AndKeepsServingReads(t *testing.T) {
 		}
 	})
 	ballast := filepath.Join(state, "ballast")
-	if err := os.WriteFile(ballast, make([]byte, 4<<20), 0o600); err != nil {
+	if err := os.WriteFile(ballast, make([]byte, 15<<20), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	opts := daemontest.Options{Dir: dir, Durable: true, Args: []string{"--ring-size", "1000"}}

@@ -29,13 +29,16 @@
 // # Compaction and checkpoints
 //
 // The log, not the database, holds what is published and soon evicted.
-// Once the log reaches CheckpointBytes, the background removes its oldest
-// segments whose events the buses have mostly evicted, copying into the
-// database (in one transaction) only what they still retain, and deletes
-// there what retention dropped (compact). Every CheckpointInterval, and on
-// Close, a checkpoint copies everything and removes every segment
-// (Checkpoint). Either way the global bus's retained events are all
-// copied, which keeps its references resolvable.
+// Once the log is over its bound (compactLimit: twice what the rings
+// retain, less the database file, at least half a segment; or twice
+// CheckpointBytes if set), the background deletes from the database what
+// retention dropped, then removes the log's oldest segments whose events
+// the buses have mostly evicted, copying into the database (in one
+// transaction) only what they still retain (compact). On Close, and every
+// CheckpointInterval when nothing was appended since the last tick (every
+// tick with CheckpointBytes set), a checkpoint copies everything and
+// removes every segment (Checkpoint). Either way the global bus's
+// retained events are all copied, which keeps its references resolvable.
 //
 // # Durability
 //
@@ -84,8 +87,8 @@
 //
 // A Store keeps the bus's retained window like bus.Ring does (count and
 // bytes) and deletes what it evicts from the database at the next
-// compaction or checkpoint, so disk use stays bounded by the ring limits
-// plus the log (at most twice CheckpointBytes, and a segment). Events restored at Open are
+// compaction or checkpoint, so disk use stays within about twice what the
+// rings retain plus a segment, and bbolt's own pages. Events restored at Open are
 // read from disk only when a replay first reaches them, which keeps
 // start-up fast.
 //

@@ -438,7 +438,8 @@ func TestLogRollsOverFullSegments(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
 			dir := t.TempDir()
-			j, _ := open(t, dir, Options{Sync: mode, SegmentBytes: 4096})
+			// No compaction: the segments stay for the restart to read.
+			j, _ := open(t, dir, Options{Sync: mode, SegmentBytes: 4096, CheckpointBytes: 1 << 40})
 			b := newBus(t, j, "s", 0, 0)
 			for i := range 40 {
 				publish(t, b, events(i, 1, 300)...) // about 13 to a segment

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/localbus/localbus/bus"
@@ -40,7 +42,7 @@ const (
 const (
 	DefaultSyncInterval       = 100 * time.Millisecond
 	DefaultSegmentBytes       = 4 << 20
-	DefaultCheckpointBytes    = 64 << 20
+	DefaultCheckpointBytes    = 64 << 20 // the log is kept within twice it
 	DefaultCheckpointInterval = 5 * time.Second
 )
 
@@ -58,10 +60,11 @@ type Options struct {
 	// fills; default 4 MiB. A batch larger than that gets a segment of its
 	// own size.
 	SegmentBytes int64
-	// CheckpointBytes is how much log starts a compaction; default 64 MiB.
-	// A longer log lets the rings evict more before anything is copied
-	// into the database; the log replayed after a crash is up to twice
-	// this long.
+	// CheckpointBytes, if set, is how much log starts a compaction, and
+	// the log is kept within twice it. Default: the log follows what the
+	// rings retain (see compactLimit), so that the journal takes at most
+	// about twice the retained bytes plus a segment, and at most 128 MiB
+	// of log.
 	CheckpointBytes int64
 	// CheckpointInterval is the longest a log record waits for a
 	// checkpoint, which copies everything into the database; default 5 s.
@@ -108,6 +111,7 @@ type Journal struct {
 	failCkpt  func() error  // tests: makes the database's side of a checkpoint fail
 	retired   atomic.Uint64 // segments up to this one are removed, or being removed: no ref may point into them
 	recovered uint64        // the last segment an earlier run wrote, which Open kept (0: none); set before start
+	adaptive  bool          // Options.CheckpointBytes was not set: the log's bound follows the rings
 	kick      chan struct{}
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -150,14 +154,15 @@ func Open(opts Options) (*Journal, error) {
 	if opts.SegmentBytes <= 0 {
 		opts.SegmentBytes = DefaultSegmentBytes
 	}
-	if opts.CheckpointBytes <= 0 {
+	adaptive := opts.CheckpointBytes <= 0
+	if adaptive {
 		opts.CheckpointBytes = DefaultCheckpointBytes
 	}
 	if opts.CheckpointInterval <= 0 {
 		opts.CheckpointInterval = DefaultCheckpointInterval
 	}
 	j := &Journal{
-		opts: opts, mode: opts.Sync, logger: opts.Logger, dir: opts.Dir,
+		opts: opts, mode: opts.Sync, logger: opts.Logger, dir: opts.Dir, adaptive: adaptive,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}),
 		stores: map[uint64]*Store{}, names: map[string]uint64{}, metas: map[uint64]*busMeta{},
 	}
@@ -189,7 +194,11 @@ func Open(opts Options) (*Journal, error) {
 
 // startLocked starts the background work of a writable journal.
 func (j *Journal) startLocked() {
-	j.compactAt.Store(uint64(j.opts.CheckpointBytes))
+	if j.adaptive {
+		j.compactAt.Store(j.wal.start() + uint64(j.opts.SegmentBytes)/2)
+	} else {
+		j.compactAt.Store(uint64(j.opts.CheckpointBytes))
+	}
 	j.wg.Go(j.checkpointLoop)
 	if j.mode == SyncInterval {
 		j.wg.Go(j.syncLoop)
@@ -269,6 +278,7 @@ func (j *Journal) checkpointLoop() {
 	t := time.NewTicker(j.opts.CheckpointInterval)
 	defer t.Stop()
 	failing := false
+	quiet := j.wal.end() // the log's end at the last tick
 	if err := j.drainRecovered(); err != nil {
 		j.logger.Error("journal: checkpoint failed; the log keeps the events meanwhile", "err", err)
 		failing = true
@@ -279,7 +289,16 @@ func (j *Journal) checkpointLoop() {
 		case <-j.stop:
 			return
 		case <-t.C:
-			err = j.Checkpoint()
+			// With the log following the rings, a checkpoint of
+			// everything waits for a quiet log: under a stream of
+			// publishes it would copy into the database what the rings
+			// soon evict, and compaction bounds the log meanwhile.
+			if end := j.wal.end(); j.adaptive && end != quiet {
+				quiet = end
+				err = j.compact()
+			} else {
+				err = j.Checkpoint()
+			}
 		case <-j.kick:
 			err = j.compact()
 		}
@@ -305,6 +324,9 @@ func (j *Journal) Checkpoint() error {
 	defer j.ckptMu.Unlock()
 	if j.wal.end() == j.wal.start() && !j.anyEvicted() {
 		return nil
+	}
+	if err := j.trimEvicted(); err != nil {
+		return j.countCheckpoint(err)
 	}
 	seq, _, err := j.wal.rotate()
 	if err != nil {
@@ -366,17 +388,32 @@ func (j *Journal) countDiskFull(err error) error {
 // log, not the database, then holds what is published and soon evicted:
 // under a steady stream of publishes little is copied. It stops at the
 // first segment whose retained events fill more than a quarter of it,
-// unless the log is over twice CheckpointBytes.
+// unless the log from there on is over its bound: twice CheckpointBytes
+// if set, else compactLimit. With the bound following the rings, it first
+// deletes from the database what the rings evicted (trimEvicted), and the
+// log is kept within compactLimit, so the journal takes at most about
+// twice what the rings retain plus a segment.
 func (j *Journal) compact() error {
 	j.ckptMu.Lock()
 	defer j.ckptMu.Unlock()
+	limit := 2 * uint64(j.opts.CheckpointBytes)
+	if j.adaptive {
+		if err := j.trimEvicted(); err != nil {
+			j.rearm(limit, err)
+			return j.countCheckpoint(err)
+		}
+		limit = j.compactLimit()
+	}
 	live := j.wal.held()
 	end := j.wal.end()
 	retire, found := uint64(0), false
 	var copied uint64 // what retiring the segments so far copies
 	for i, seg := range live[:len(live)-1] {
 		size := live[i+1].lsn - seg.lsn
-		forced := end-live[i+1].lsn > 2*uint64(j.opts.CheckpointBytes)
+		forced := end-live[i+1].lsn > limit
+		if j.adaptive {
+			forced = end-seg.lsn > limit
+		}
 		more := j.retainedThrough(seg.seq)
 		if !forced && more-min(copied, more) > size/4 {
 			break
@@ -387,10 +424,125 @@ func (j *Journal) compact() error {
 	if found {
 		err = j.countCheckpoint(j.checkpointThrough(retire))
 	}
-	// Ask again after a new CheckpointBytes of log, or, when the rings
-	// retain more than that, after half a segment.
-	j.compactAt.Store(max(j.wal.start()+uint64(j.opts.CheckpointBytes), end+uint64(j.opts.SegmentBytes)/2))
+	j.rearm(limit, err)
 	return err
+}
+
+// rearm sets the log offset from which an append asks for a compaction
+// again, after one that kept the log within limit (or failed: err).
+func (j *Journal) rearm(limit uint64, err error) {
+	start, end := j.wal.start(), j.wal.end()
+	seg := uint64(j.opts.SegmentBytes)
+	if !j.adaptive || err != nil {
+		// After a new CheckpointBytes of log, or, when the rings retain
+		// more than that (or the compaction failed), after half a
+		// segment.
+		j.compactAt.Store(max(start+min(limit/2, uint64(j.opts.CheckpointBytes)), end+seg/2))
+		return
+	}
+	// Once the log is over its limit again; when only the current
+	// segment is left and it is over the limit alone, once the next
+	// segment starts.
+	if len(j.wal.held()) == 1 {
+		j.compactAt.Store(max(start+limit, start+j.wal.capacity()+1))
+	} else {
+		j.compactAt.Store(start + limit)
+	}
+}
+
+// maxAdaptiveLog bounds the log when it follows the rings: what a crash
+// leaves to replay.
+const maxAdaptiveLog = 2 * DefaultCheckpointBytes
+
+// compactLimit is the log's bound when it follows the rings: twice the
+// bytes the rings retain (in the database's format), less what the
+// database file takes on disk, and at least half a segment. The database
+// holds retained events that the log no longer does, and its free pages,
+// which it reuses; so the journal takes at most max(2 × retained, database
+// + half a segment) plus what the current segment has allocated ahead.
+func (j *Journal) compactLimit() uint64 {
+	var retained uint64
+	for _, s := range j.storeList() {
+		s.mu.Lock()
+		retained += uint64(s.win.disk)
+		s.mu.Unlock()
+	}
+	db := uint64(diskBytes(filepath.Join(j.dir, dbName)))
+	limit := uint64(j.opts.SegmentBytes) / 2
+	if 2*retained > db+limit {
+		limit = 2*retained - db
+	}
+	return min(limit, maxAdaptiveLog)
+}
+
+// diskBytes returns what the file at path takes on disk (its allocated
+// blocks), 0 if it cannot tell.
+func diskBytes(path string) int64 {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return 0
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Blocks * 512
+	}
+	return fi.Size()
+}
+
+// trimEvicted deletes from the database, in a transaction of its own, the
+// events the buses have evicted since the last checkpoint: what a
+// checkpoint then writes reuses their pages, rather than growing the file
+// by as much. j.ckptMu must be held.
+func (j *Journal) trimEvicted() error {
+	type trim struct {
+		s     *Store
+		below uint64
+	}
+	var trims []trim
+	for _, s := range j.storeList() {
+		s.mu.Lock()
+		below := s.win.earliest()
+		if below == 0 {
+			below = s.lastID + 1
+		}
+		below = min(below, s.ckptID+1) // the database holds nothing past ckptID
+		if !s.deleted && s.dbFirst != 0 && below > s.dbFirst {
+			trims = append(trims, trim{s, below})
+		}
+		s.mu.Unlock()
+	}
+	if len(trims) == 0 {
+		return nil
+	}
+	err := guard(func() error {
+		return j.db.Update(func(tx *bolt.Tx) error {
+			if j.failCkpt != nil {
+				if err := j.failCkpt(); err != nil {
+					return err
+				}
+			}
+			var arena []byte
+			for _, t := range trims {
+				b := eventsBucket(tx, t.s.num)
+				if b == nil {
+					continue // deleted meanwhile
+				}
+				var err error
+				if arena, err = trimBelow(b, t.below, arena); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return classify(err)
+	}
+	for _, t := range trims {
+		t.s.mu.Lock()
+		t.s.dbFirst = max(t.s.dbFirst, t.below)
+		t.s.mu.Unlock()
+	}
+	return nil
 }
 
 // retainedThrough estimates the bytes of events that log segments up to

@@ -221,6 +221,13 @@ func (w *wal) start() uint64 {
 	return w.live[0].lsn
 }
 
+// capacity returns the size of the current segment.
+func (w *wal) capacity() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return uint64(w.cap)
+}
+
 // end returns the log offset past the last record.
 func (w *wal) end() uint64 {
 	w.mu.Lock()
