@@ -629,3 +629,88 @@ func TestStartOnAFullDiskServesReadsAndAnswers507UntilThereIsRoom(t *testing.T) 
 		t.Errorf("after a restart: %d events, want ids 1..31", len(envs))
 	}
 }
+
+// TestKillNineDuringTheCheckpointAfterARestartLosesNothing kills the daemon
+// with SIGKILL with about 20 MiB of log, restarts it, which serves before
+// copying the log into its database, publishes to every session and kills
+// it again while that copy runs (the first run's segments are still there).
+// After a third start every acknowledged event of both runs is stored with
+// its data, ids continue with no reuse and epochs are kept.
+func TestKillNineDuringTheCheckpointAfterARestartLosesNothing(t *testing.T) {
+	dir := t.TempDir()
+	opts := daemontest.Options{Dir: dir, Durable: true, Args: []string{"--fsync", "always", "--ring-size", "100000"}}
+	d := daemontest.Start(t, opts)
+	sessions := []string{"c1", "c2", "c3"}
+	acked := map[string]map[uint64]int{} // session → id → the n in its data
+	epochs := map[string]string{}
+	n := 0
+	post := func(d *daemontest.Daemon, s string, count int) {
+		t.Helper()
+		pad := strings.Repeat("p", 250)
+		evs := make([]string, count)
+		for i := range evs {
+			evs[i] = fmt.Sprintf(`{"type":"ck:ev","data":{"n":%d,"pad":%q}}`, n+i, pad)
+		}
+		status, body := d.Do(t, http.MethodPost, "/api/v1/sessions/"+s+"/events", "["+strings.Join(evs, ",")+"]")
+		if status != http.StatusOK {
+			t.Fatalf("publish to %s = %d %s", s, status, body)
+		}
+		var r struct {
+			LastID uint64 `json:"lastId"`
+		}
+		if err := json.Unmarshal(body, &r); err != nil {
+			t.Fatal(err)
+		}
+		for i := range count {
+			acked[s][r.LastID-uint64(count-1-i)] = n + i
+		}
+		n += count
+	}
+	for _, s := range sessions {
+		createSession(t, d, s)
+		epochs[s] = sessionInfo(t, d, s).Epoch
+		acked[s] = map[uint64]int{}
+	}
+	for k := range 60 { // 60 × 1,000 events of about 300 bytes
+		post(d, sessions[k%3], 1000)
+	}
+	d.Kill(t)
+	journalDir := filepath.Join(dir, "state", "journal")
+	before := journaltest.Segments(t, journalDir)
+	if len(before) < 4 {
+		t.Fatalf("%d log segments after the first kill, want several", len(before))
+	}
+
+	d2 := daemontest.Start(t, opts)
+	for _, s := range sessions {
+		post(d2, s, 10)
+	}
+	d2.Kill(t)
+	if !slices.Contains(journaltest.Segments(t, journalDir), before[len(before)-1]) {
+		t.Fatalf("the second run copied the first run's log before it was killed: nothing was interrupted")
+	}
+
+	d3 := daemontest.Start(t, opts)
+	for _, s := range sessions {
+		envs := replay(t, d3, s, 0)
+		if len(envs) != len(acked[s]) {
+			t.Errorf("%s: %d events stored, want %d", s, len(envs), len(acked[s]))
+		}
+		for i, e := range envs {
+			var data struct {
+				N int `json:"n"`
+			}
+			json.Unmarshal(e.Data, &data)
+			if want, ok := acked[s][e.ID]; e.ID != uint64(i+1) || !ok || data.N != want {
+				t.Fatalf("%s: event %d is id %d with n %d, want id %d with n %d", s, i, e.ID, data.N, i+1, want)
+			}
+		}
+		if got := sessionInfo(t, d3, s).Epoch; got != epochs[s] {
+			t.Errorf("%s: epoch %q after two kills with fsync always, want %q", s, got, epochs[s])
+		}
+		last := uint64(len(acked[s]))
+		if id := publish(t, d3, s, "ck:after", "0"); id != last+1 {
+			t.Errorf("%s: first id after the restarts = %d, want %d", s, id, last+1)
+		}
+	}
+}

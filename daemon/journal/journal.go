@@ -116,6 +116,11 @@ type Journal struct {
 	stop      chan struct{}
 	wg        sync.WaitGroup
 
+	// recoveredMaps are the mappings of the segments Open replayed, which
+	// the stores' pend refer to until checkpoints copy them; guarded by
+	// ckptMu (see releaseRecovered).
+	recoveredMaps [][]byte
+
 	// Cumulative figures for Stats.
 	checkpoints      atomic.Uint64
 	checkpointErrors atomic.Uint64
@@ -721,6 +726,7 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 		}
 		w.s.mu.Unlock()
 	}
+	j.releaseRecovered()
 	if j.opts.afterCheckpoint != nil {
 		j.opts.afterCheckpoint(seq, false)
 	}
@@ -729,6 +735,28 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 		j.opts.afterCheckpoint(seq, true)
 	}
 	return err
+}
+
+// releaseRecovered unmaps the segments Open replayed once no store refers
+// to them: every store's pend is empty (a deleted store's is dropped by
+// Delete), and frames built from them are copies. j.ckptMu must be held,
+// so that no checkpoint is reading them.
+func (j *Journal) releaseRecovered() {
+	if j.recoveredMaps == nil {
+		return
+	}
+	for _, s := range j.storeList() {
+		s.mu.Lock()
+		pending := len(s.pend) > 0
+		s.mu.Unlock()
+		if pending {
+			return
+		}
+	}
+	for _, m := range j.recoveredMaps {
+		unmapSegment(m)
+	}
+	j.recoveredMaps = nil
 }
 
 // trimBelow deletes the events of b below id: chunks that end below it,
@@ -888,6 +916,7 @@ func (j *Journal) Delete(session string) error {
 	j.mu.Unlock()
 	s.mu.Lock()
 	s.deleted = true
+	s.pend = nil // no longer to be copied, nor read
 	s.mu.Unlock()
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketBuses).Delete(idKey(num)); err != nil {

@@ -199,6 +199,14 @@ func (j *Journal) recoverDB(aside bool) error {
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if j.wal == nil {
+			// Open failed: no store refers to the mappings.
+			for _, m := range lr.maps {
+				unmapSegment(m)
+			}
+		}
+	}()
 	resetAll := aside || lr.corrupt || (!fresh && !wasClean && lastMode != SyncAlways)
 	if aside {
 		var names []string
@@ -257,6 +265,7 @@ func (j *Journal) recoverDB(aside bool) error {
 		if len(lr.kept) > 0 {
 			j.recovered = lr.kept[len(lr.kept)-1].seq
 		}
+		j.recoveredMaps = lr.maps
 	}
 	return err
 }
@@ -271,6 +280,7 @@ type logReplay struct {
 	cutSeq  uint64               // the segment with a bad record, to cut at cutOff (0: none)
 	cutOff  int64
 	drop    []uint64 // the segments after it, and empty ones, to remove
+	maps    [][]byte // the segments' mappings, which pend refers to
 }
 
 // oldSegment is a segment written before Open and the bytes of records
@@ -384,7 +394,11 @@ func (j *Journal) replayInMemoryWritable(metas map[uint64]*busMeta, windows map[
 segments:
 	for i, seq := range seqs {
 		ps := <-parsed[i]
+		lr.maps = append(lr.maps, ps.data)
 		if ps.err != nil {
+			for _, m := range lr.maps {
+				unmapSegment(m)
+			}
 			return nil, fmt.Errorf("journal: replaying the log: %w", ps.err)
 		}
 		data, off := ps.data, 0
@@ -472,7 +486,7 @@ type parsedSegment struct {
 }
 
 func parseSegment(path string) parsedSegment {
-	data, err := readRegular(path)
+	data, err := mapSegment(path)
 	ps := parsedSegment{data: data, err: err}
 	off := 0
 	for off < len(data) && !allZero(data[off:min(off+recHeaderLen, len(data))]) {
@@ -516,6 +530,14 @@ func parseSegments(dir string, seqs []uint64) (out []chan parsedSegment, stop fu
 	return out, func() {
 		stopped.Store(true)
 		wg.Wait()
+		// The segments no one took: mapped for nothing.
+		for _, c := range out {
+			select {
+			case ps := <-c:
+				unmapSegment(ps.data)
+			default:
+			}
+		}
 	}
 }
 
