@@ -66,8 +66,11 @@ type Options struct {
 	// about twice the retained bytes plus a segment, and at most 128 MiB
 	// of log.
 	CheckpointBytes int64
-	// CheckpointInterval is the longest a log record waits for a
-	// checkpoint, which copies everything into the database; default 5 s.
+	// CheckpointInterval is the period of the checkpoint, which copies
+	// everything into the database and empties the log; default 5 s. With
+	// the log following the rings (CheckpointBytes unset) it runs only
+	// when nothing was appended since the last tick, and a compaction
+	// runs instead.
 	CheckpointInterval time.Duration
 	// Logger receives recovery reports and background errors; nil means
 	// slog.Default().
