@@ -38,7 +38,8 @@
 // CheckpointInterval when nothing was appended since the last tick (every
 // tick with CheckpointBytes set), a checkpoint copies everything and
 // removes every segment (Checkpoint). Either way the global bus's
-// retained events are all copied, which keeps its references resolvable.
+// retained events whose records are in the segments removed, or refer into
+// them, are copied too, which keeps its references resolvable (refs.go).
 //
 // # Durability
 //

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -142,5 +143,59 @@ func TestKillDuringTheCheckpointAfterOpenLosesNothingAndReusesNoID(t *testing.T)
 			}
 		}
 		h3.Close()
+	}
+}
+
+// TestRemovingASegmentCopiesTheGlobalEventsThatReferToIt: the global
+// bus's copy of a session event can be logged in the segment after the
+// session's record (the log rolled over between the two). Removing the
+// session's segment copies that global event too, though its record stays
+// in the log, so that a crash does not leave a reference the log cannot
+// resolve; a global event of a later segment, referring to that segment,
+// stays in the log only.
+func TestRemovingASegmentCopiesTheGlobalEventsThatReferToIt(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	dir := t.TempDir()
+	j, _ := open(t, dir, noKicks)
+	s := newBus(t, j, "s", 1000, 64<<20)
+	g := newBus(t, j, "", 1000, 64<<20)
+	frames := publishFrames(t, s, bus.Event{Type: "a:b", Data: json.RawMessage(`{"k":1}`), Time: at})
+	if _, _, err := j.wal.rotate(); err != nil { // segment 2
+		t.Fatal(err)
+	}
+	gid, _, err := g.PublishCopies(bus.Copies{From: s, Frames: frames})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !refOf(t, j, dir, gid) {
+		t.Fatal("the copy is not logged as a reference")
+	}
+	if _, _, err := j.wal.rotate(); err != nil { // segment 3
+		t.Fatal(err)
+	}
+	later := publishFrames(t, s, bus.Event{Type: "a:b", Data: json.RawMessage(`{"k":2}`), Time: at})
+	gid2, _, err := g.PublishCopies(bus.Copies{From: s, Frames: later})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.ckptMu.Lock()
+	err = j.checkpointThrough(1)
+	j.ckptMu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first := segmentsIn(t, dir)[0]; first != filepath.Join(dir, segmentName(2)) {
+		t.Fatalf("oldest segment after removing segment 1: %s", first)
+	}
+	if n, _ := onDisk(t, j, ""); n != 1 || gid != 1 || gid2 != 2 {
+		t.Errorf("global bus in the database: %d events, want 1: the copy %d (not %d, which refers to segment 3)", n, gid, gid2)
+	}
+	gst, _, _, _ := j.OpenBus("", 0)
+	want := envelopes(retained(gst))
+	j.crash()
+	j2, lb := open(t, dir, noKicks)
+	st, _, _, _ := j2.OpenBus("", 0)
+	if diff := cmp.Diff(want, envelopes(retained(st))); diff != "" {
+		t.Errorf("global bus after a crash (-want +got):\n%s\nlog:\n%s", diff, lb)
 	}
 }

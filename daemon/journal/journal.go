@@ -560,12 +560,7 @@ func (j *Journal) retainedThrough(seq uint64) uint64 {
 	var total uint64
 	for _, s := range j.storeList() {
 		s.mu.Lock()
-		through := s.ckptID
-		for _, sl := range s.segs {
-			if sl.seq <= seq {
-				through = max(through, sl.last)
-			}
-		}
+		through := max(s.ckptID, s.lastThrough(seq))
 		from := max(s.ckptID+1, s.win.earliest())
 		if s.win.n > 0 && through >= from {
 			total += (through - from + 1) * uint64(s.win.disk) / uint64(s.win.n)
@@ -622,18 +617,13 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 		if w.earliest == 0 {
 			w.earliest = s.lastID + 1
 		}
-		for _, sl := range s.segs {
-			if sl.seq <= seq {
-				w.through = max(w.through, sl.last)
-			}
-		}
+		// The global bus's records may refer to session records in the
+		// segments removed: those are copied too (refs.go).
+		w.through = max(w.through, s.lastThrough(seq))
 		// No reference may point into the segments being removed, even
 		// if this checkpoint fails (see refsFor).
 		s.logFloor = max(s.logFloor, w.through)
 		if s.session == "" {
-			// The global bus's records may refer to session records in
-			// the segments removed: copy all it retains.
-			w.through = s.lastID
 			j.retired.Store(max(j.retired.Load(), seq))
 		}
 		w.first = max(s.ckptID+1, s.win.first)

@@ -445,8 +445,17 @@ segments:
 			sl := lr.segs[rec.num]
 			if k := len(sl); k > 0 && sl[k-1].seq == seq {
 				sl[k-1].last = through
+				if rec.refs != nil {
+					sl[k-1].refs = 0
+				}
 			} else {
-				lr.segs[rec.num] = append(sl, segLast{seq: seq, last: through})
+				// What a restored record refers to is not kept: the
+				// first checkpoint copies it (refs 0).
+				refs := uint64(noRefs)
+				if rec.refs != nil {
+					refs = 0
+				}
+				lr.segs[rec.num] = append(sl, segLast{seq: seq, last: through, refs: refs})
 			}
 			applied += uint64(rec.count)
 			lastNum, lastID = rec.num, through

@@ -11,8 +11,10 @@ import "github.com/localbus/localbus/bus"
 //
 // A reference must stay resolvable for as long as its record may be
 // replayed, that is until a checkpoint has copied the global bus's events
-// into the database. Every checkpoint copies all the global bus retains,
-// and sets Journal.retired to the last segment it removes, in one critical
+// into the database. A checkpoint that removes the segments up to seq
+// copies the global bus's events of those segments and of every record
+// that refers into them (segLast.refs: the oldest segment a segment's
+// records refer to), and sets Journal.retired to seq, in one critical
 // section of the global store's lock; refsFor, under the same lock, refers
 // only to session records in later segments. So a record replayed after a
 // crash never refers to a segment that is gone.
@@ -55,32 +57,36 @@ func (j *Journal) originsOf(frames []*bus.Frame) []origin {
 	return out
 }
 
-// refsFor returns origins as the runs of a refs record, or nil when one of
-// them cannot be referred to: the record must then hold the events. The
-// global store's lock must be held.
-func (j *Journal) refsFor(origins []origin) []refRun {
+// refsFor returns origins as the runs of a refs record, and the oldest
+// segment they refer to; or nil and noRefs when one of them cannot be
+// referred to: the record must then hold the events. The global store's
+// lock must be held.
+func (j *Journal) refsFor(origins []origin) ([]refRun, uint64) {
 	if origins == nil {
-		return nil
+		return nil, noRefs
 	}
 	retired := j.retired.Load()
 	runs := make([]refRun, len(origins))
+	oldest := noRefs
 	for i, o := range origins {
-		if !o.s.holdsInLog(o.first, o.n, retired) {
-			return nil
+		seg, ok := o.s.holdsInLog(o.first, o.n, retired)
+		if !ok {
+			return nil, noRefs
 		}
+		oldest = min(oldest, seg)
 		runs[i] = refRun{num: o.s.num, first: o.first, n: uint32(o.n)}
 	}
-	return runs
+	return runs, oldest
 }
 
 // holdsInLog reports whether the store retains n events from id first on,
-// in log records of segments after retired.
-func (s *Store) holdsInLog(first uint64, n int, retired uint64) bool {
+// in log records of segments after retired, and the segment of the first.
+func (s *Store) holdsInLog(first uint64, n int, retired uint64) (uint64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	last := first + uint64(n) - 1
 	if s.deleted || s.win.n == 0 || first <= s.logFloor || first < s.win.first || last > s.lastID {
-		return false
+		return 0, false
 	}
 	var seg uint64
 	for _, sl := range s.segs {
@@ -89,5 +95,5 @@ func (s *Store) holdsInLog(first uint64, n int, retired uint64) bool {
 			break
 		}
 	}
-	return seg > retired // also false for 0: no segment known to hold it
+	return seg, seg > retired // also false for 0: no segment known to hold it
 }

@@ -414,11 +414,11 @@ func TestNoReferenceIntoASegmentACheckpointIsRemoving(t *testing.T) {
 	if len(origins) != 1 {
 		t.Fatalf("originsOf = %+v, want one run", origins)
 	}
-	if refs := j.refsFor(origins); len(refs) != 1 {
+	if refs, _ := j.refsFor(origins); len(refs) != 1 {
 		t.Errorf("segment 1 not being removed: refsFor = %+v, want one run", refs)
 	}
 	j.retired.Store(1)
-	if refs := j.refsFor(origins); refs != nil {
+	if refs, _ := j.refsFor(origins); refs != nil {
 		t.Errorf("segment 1 being removed: refsFor = %+v, want nil", refs)
 	}
 }

@@ -70,10 +70,29 @@ func (s *Store) dropPendThrough(id uint64) {
 	}
 }
 
-// segLast is a log segment and the last id of a bus it holds.
+// segLast is a log segment and the last id of a bus it holds; for the
+// global bus, also the oldest segment its records there refer to (noRefs:
+// none).
 type segLast struct {
 	seq  uint64
 	last uint64
+	refs uint64
+}
+
+// noRefs is segLast.refs of records that refer to no other record.
+const noRefs = ^uint64(0)
+
+// lastThrough returns the last id of the bus's records that removing the
+// log segments up to seq takes from the log: those in these segments, and
+// those that refer into them. s.mu must be held.
+func (s *Store) lastThrough(seq uint64) uint64 {
+	var through uint64
+	for _, sl := range s.segs {
+		if sl.seq <= seq || sl.refs <= seq {
+			through = max(through, sl.last)
+		}
+	}
+	return through
 }
 
 // entry is one retained event: its frame (nil until read back from the
@@ -170,15 +189,17 @@ func (s *Store) AppendDeferred(frames []*bus.Frame) (mark uint64, durable bool, 
 	if frames[0].ID != s.lastID+1 {
 		return 0, false, fmt.Errorf("journal: append of id %d after %d", frames[0].ID, s.lastID)
 	}
-	lsn, seq, err := s.j.log(s.num, frames, s.j.refsFor(origins))
+	runs, refSeg := s.j.refsFor(origins)
+	lsn, seq, err := s.j.log(s.num, frames, runs)
 	if err != nil {
 		return 0, false, err
 	}
 	last := frames[len(frames)-1].ID
 	if n := len(s.segs); n > 0 && s.segs[n-1].seq == seq {
 		s.segs[n-1].last = last
+		s.segs[n-1].refs = min(s.segs[n-1].refs, refSeg)
 	} else {
-		s.segs = append(s.segs, segLast{seq: seq, last: last})
+		s.segs = append(s.segs, segLast{seq: seq, last: last, refs: refSeg})
 	}
 	for _, f := range frames {
 		s.win.push(f.ID, entry{f: f, size: uint32(f.Size()), disk: uint32(eventLen(f.Type, len(f.JSON())))})
