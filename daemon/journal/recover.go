@@ -36,8 +36,12 @@ var (
 
 const (
 	initialMmapSize = 1 << (20 + 10*(strconv.IntSize/64)) // 1 GiB on 64-bit, 1 MiB on 32-bit
-	dbName          = "journal.db"
-	format          = "1"
+	// dbAllocSize is how much bbolt grows the database file by when a
+	// commit needs more room (its default is 16 MiB, which a desktop's
+	// rings may never fill): the file stays near what it holds.
+	dbAllocSize = 1 << 20
+	dbName      = "journal.db"
+	format      = "1"
 )
 
 // busMeta is a bus's settings in the database.
@@ -638,6 +642,7 @@ func openBolt(path string) (db *bolt.DB, err error) {
 	if err != nil {
 		return nil, err
 	}
+	db.AllocSize = dbAllocSize
 	err = db.View(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{bucketMeta, bucketBuses, bucketEvents} {
 			tx.Bucket(name) // touches the root pages
