@@ -27,7 +27,7 @@ func (f *gateFile) Sync() error {
 // syncing again, and wait a whole extra sync.)
 func TestAppendsCoveredBySyncUnderWayReturnWithoutWaitingForTheNext(t *testing.T) {
 	g := &gateFile{entered: make(chan struct{}), release: make(chan struct{})}
-	w, err := openWAL(t.TempDir(), 1, nil, 1<<20, func(f File) File { g.File = f; return g }, nil, false)
+	w, err := openWAL(t.TempDir(), 1, nil, 1<<20, func(f File) File { g.File = f; return g }, nil, false, true)
 	if err != nil {
 		t.Fatal(err)
 	}

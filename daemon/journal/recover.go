@@ -263,7 +263,7 @@ func (j *Journal) recoverDB(aside bool) error {
 		s.pend, s.pendFirst = lr.pend[num], dbLast[num]+1
 	}
 
-	j.wal, err = openWAL(j.dir, lr.nextSeq, lr.kept, j.opts.SegmentBytes, j.opts.WrapFile, j.opts.OnSync, j.mode == SyncNever)
+	j.wal, err = openWAL(j.dir, lr.nextSeq, lr.kept, j.opts.SegmentBytes, j.opts.WrapFile, j.opts.OnSync, j.mode == SyncNever, j.mode == SyncAlways)
 	if err == nil {
 		j.wal.syncSeconds = j.opts.SyncSeconds
 		if len(lr.kept) > 0 {

@@ -23,6 +23,9 @@ type segment struct {
 	data  []byte // maps the segment's whole size; only [:alloc] is backed by the file
 	alloc int64  // bytes allocated on disk, the file's length
 	high  int    // past the last byte written
+	// pwriteFrom is the size from which a write goes through pwrite
+	// rather than the mapping (see bigWrite); 0 sends every write there.
+	pwriteFrom int
 }
 
 // firstAlloc is how much of a segment is allocated when it is created;
@@ -49,7 +52,7 @@ func createSegment(path string, size int64) (*segment, error) {
 	if err != nil {
 		return fail(err)
 	}
-	return &segment{f: f, data: data, alloc: alloc}, nil
+	return &segment{f: f, data: data, alloc: alloc, pwriteFrom: bigWrite}, nil
 }
 
 // grow allocates the segment on disk up to end at least: twice what it
@@ -73,6 +76,12 @@ func (s *segment) grow(end int64) error {
 // bigWrite is the size from which a write goes through pwrite rather than
 // the mapping: copying into fresh pages of a mapping costs a page fault per
 // page, which a large write pays many times over.
+//
+// A log synced after every append (fsync "always") writes everything
+// through pwrite: each fdatasync leaves the page being filled clean and
+// write-protected, so the next copy into the mapping would fault on it
+// (about 16 µs here, against 4 µs for a small pwrite), under the log's
+// lock.
 const bigWrite = 32 << 10
 
 func (s *segment) WriteAt(p []byte, off int64) (int, error) {
@@ -85,7 +94,7 @@ func (s *segment) WriteAt(p []byte, off int64) (int, error) {
 		}
 	}
 	n := len(p)
-	if n >= bigWrite {
+	if n >= s.pwriteFrom {
 		// The same page cache backs the mapping and the file.
 		var err error
 		if n, err = s.f.WriteAt(p, off); err != nil {

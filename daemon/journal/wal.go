@@ -37,6 +37,7 @@ type wal struct {
 	// once after openWAL, before any append.
 	syncSeconds Observer
 	noSync      bool // SyncNever: rotation does not sync
+	syncEach    bool // SyncAlways: segments take every write through pwrite (see bigWrite)
 	segSize     int64
 
 	syncMu sync.Mutex // held by the goroutine syncing and by rotate/close; taken before mu
@@ -97,8 +98,8 @@ func segments(dir string) ([]uint64, error) {
 // openWAL starts a new, empty segment numbered seq, after the segments
 // old that an earlier run wrote and that recovery keeps until a checkpoint
 // has copied them (their records then come first in the log's offsets).
-func openWAL(dir string, seq uint64, old []oldSegment, segSize int64, wrap func(File) File, onSync func(), noSync bool) (*wal, error) {
-	w := &wal{dir: dir, wrap: wrap, onSync: onSync, noSync: noSync, seq: seq, segSize: segSize}
+func openWAL(dir string, seq uint64, old []oldSegment, segSize int64, wrap func(File) File, onSync func(), noSync, syncEach bool) (*wal, error) {
+	w := &wal{dir: dir, wrap: wrap, onSync: onSync, noSync: noSync, syncEach: syncEach, seq: seq, segSize: segSize}
 	w.waiting.L = &w.waitMu
 	f, size, err := w.createFitting(seq, 0)
 	if err != nil {
@@ -137,6 +138,9 @@ func (w *wal) create(seq uint64, size int64) (File, error) {
 	seg, err := createSegment(path, size)
 	if err != nil {
 		return nil, err
+	}
+	if w.syncEach {
+		seg.pwriteFrom = 0
 	}
 	if err := syncDir(w.dir); err != nil {
 		seg.Close()
