@@ -23,13 +23,13 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// newHub returns a hub kept in memory (mode "") or journaled in dir with
-// the sync mode, and a function that closes both.
+// newHub returns a hub kept in memory (mode "memory" or "") or journaled
+// in dir with the sync mode, and a function that closes both.
 func newHub(tb testing.TB, dir, mode string, l bus.Limits) (*hub.Hub, func()) {
 	tb.Helper()
 	opts := hub.Options{Limits: l, AutoCreate: true, Logger: quiet}
 	var j *journal.Journal
-	if mode != "" {
+	if mode != "" && mode != "memory" {
 		var err error
 		j, err = journal.Open(journal.Options{Dir: dir, Sync: mode, Logger: quiet})
 		if err != nil {
@@ -67,11 +67,7 @@ func payload(n int) []bus.Event {
 func BenchmarkFanout(b *testing.B) {
 	for _, mode := range []string{"memory", journal.SyncInterval, journal.SyncAlways} {
 		b.Run(mode, func(b *testing.B) {
-			m := mode
-			if m == "memory" {
-				m = ""
-			}
-			h, closeHub := newHub(b, b.TempDir(), m, bus.Limits{MaxQueued: 2048})
+			h, closeHub := newHub(b, b.TempDir(), mode, bus.Limits{MaxQueued: 2048})
 			defer closeHub()
 			s, err := h.Create("fan", 0)
 			if err != nil {
@@ -139,11 +135,7 @@ func BenchmarkFanout(b *testing.B) {
 func BenchmarkBatchPublish(b *testing.B) {
 	for _, mode := range []string{"memory", journal.SyncAlways, journal.SyncInterval} {
 		b.Run(mode, func(b *testing.B) {
-			m := mode
-			if m == "memory" {
-				m = ""
-			}
-			h, closeHub := newHub(b, b.TempDir(), m, bus.Limits{})
+			h, closeHub := newHub(b, b.TempDir(), mode, bus.Limits{})
 			defer closeHub()
 			const publishers = 4
 			batch := payload(1000)
@@ -230,11 +222,7 @@ func BenchmarkPublishOne(b *testing.B) {
 func BenchmarkGroupCommit(b *testing.B) {
 	for _, mode := range []string{"memory", journal.SyncAlways} {
 		b.Run(mode, func(b *testing.B) {
-			m := mode
-			if m == "memory" {
-				m = ""
-			}
-			h, closeHub := newHub(b, b.TempDir(), m, bus.Limits{})
+			h, closeHub := newHub(b, b.TempDir(), mode, bus.Limits{})
 			defer closeHub()
 			ev := payload(1)
 			var next atomic.Int64

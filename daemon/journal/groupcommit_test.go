@@ -65,13 +65,13 @@ func TestAppendsCoveredBySyncUnderWayReturnWithoutWaitingForTheNext(t *testing.T
 	waitFor(t, func() bool { return w.waitersNow() == 1+covered })
 
 	g.release <- struct{}{} // the first sync ends
-	if err := receiveErr(t, first, "the first sync's caller"); err != nil {
+	if err := receive(t, first, "the first sync's caller"); err != nil {
 		t.Fatal(err)
 	}
 	receive(t, g.entered, "the second sync to start")
 	// The second sync is held: every covered append must be back anyway.
 	for range covered {
-		if err := receiveErr(t, done, "an append the first sync covered, while the second is held"); err != nil {
+		if err := receive(t, done, "an append the first sync covered, while the second is held"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,7 +81,7 @@ func TestAppendsCoveredBySyncUnderWayReturnWithoutWaitingForTheNext(t *testing.T
 	default:
 	}
 	g.release <- struct{}{}
-	if err := receiveErr(t, uncovered, "the append the second sync covers"); err != nil {
+	if err := receive(t, uncovered, "the append the second sync covers"); err != nil {
 		t.Fatal(err)
 	}
 	if got := w.synced.Load(); got < lsnB {
@@ -89,23 +89,16 @@ func TestAppendsCoveredBySyncUnderWayReturnWithoutWaitingForTheNext(t *testing.T
 	}
 }
 
-func receive(t *testing.T, c <-chan struct{}, what string) {
+// receive returns the next value of c, or fails the test after 10 s
+// waiting for what.
+func receive[T any](t *testing.T, c <-chan T, what string) T {
 	t.Helper()
 	select {
-	case <-c:
+	case v := <-c:
+		return v
 	case <-time.After(10 * time.Second):
 		t.Fatalf("timed out waiting for %s", what)
-	}
-}
-
-func receiveErr(t *testing.T, c <-chan error, what string) error {
-	t.Helper()
-	select {
-	case err := <-c:
-		return err
-	case <-time.After(10 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-		return nil
+		panic("unreachable")
 	}
 }
 

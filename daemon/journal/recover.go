@@ -339,6 +339,26 @@ func (r *pendRec) at(id uint64) (string, []byte) {
 func refSources(rec record, held map[uint64][]record, scratch []byte) ([]storedEvent, []int, []byte, error) {
 	evs := make([]storedEvent, 0, rec.count)
 	lens := make([]int, 0, rec.count)
+	err := eachRef(rec, held, func(src storedEvent, num, sid, id uint64) error {
+		var ok bool
+		if scratch, ok = bus.AppendGlobalEnvelope(scratch[:0], src.typ, src.env, id); !ok {
+			return fmt.Errorf("bus %d: event %d is not a session's event", num, sid)
+		}
+		evs = append(evs, src)
+		lens = append(lens, len(scratch))
+		return nil
+	})
+	if err != nil {
+		return nil, nil, scratch, err
+	}
+	return evs, lens, scratch, nil
+}
+
+// eachRef calls f, in order, with each session event that the events of a
+// refs record copy (src, event sid of bus num, copied as id), found in
+// held, the events records read before it; it fails when one is not
+// there, or when f fails.
+func eachRef(rec record, held map[uint64][]record, f func(src storedEvent, num, sid, id uint64) error) error {
 	id := rec.firstID
 	for _, r := range rec.refs {
 		recs := held[r.num]
@@ -346,18 +366,14 @@ func refSources(rec record, held map[uint64][]record, scratch []byte) ([]storedE
 			// The last record that starts at or before sid holds it, if any.
 			k := sort.Search(len(recs), func(i int) bool { return recs[i].firstID > sid }) - 1
 			if k < 0 || sid-recs[k].firstID >= uint64(len(recs[k].events)) {
-				return nil, nil, scratch, fmt.Errorf("bus %d: event %d, copied as event %d, is not in the log", r.num, sid, id)
+				return fmt.Errorf("bus %d: event %d, copied as event %d, is not in the log", r.num, sid, id)
 			}
-			src := recs[k].events[sid-recs[k].firstID]
-			var ok bool
-			if scratch, ok = bus.AppendGlobalEnvelope(scratch[:0], src.typ, src.env, id); !ok {
-				return nil, nil, scratch, fmt.Errorf("bus %d: event %d is not a session's event", r.num, sid)
+			if err := f(recs[k].events[sid-recs[k].firstID], r.num, sid, id); err != nil {
+				return err
 			}
-			evs = append(evs, src)
-			lens = append(lens, len(scratch))
 		}
 	}
-	return evs, lens, scratch, nil
+	return nil
 }
 
 // replayInMemoryWritable adds to windows the events of the log that the
@@ -779,27 +795,21 @@ func (j *Journal) replay(metas map[uint64]*busMeta, reset map[uint64]bool) (next
 func resolveRefs(rec record, held map[uint64][]record) ([]storedEvent, error) {
 	evs := make([]storedEvent, 0, rec.count)
 	var buf []byte
-	id := rec.firstID
-	for _, r := range rec.refs {
-		recs := held[r.num]
-		for sid := r.first; sid < r.first+uint64(r.n); sid, id = sid+1, id+1 {
-			// The last record that starts at or before sid holds it, if any.
-			k := sort.Search(len(recs), func(i int) bool { return recs[i].firstID > sid }) - 1
-			if k < 0 || sid-recs[k].firstID >= uint64(len(recs[k].events)) {
-				return nil, fmt.Errorf("bus %d: event %d, copied as event %d, is not in the log", r.num, sid, id)
-			}
-			src := recs[k].events[sid-recs[k].firstID]
-			if buf == nil {
-				buf = make([]byte, 0, rec.count*(len(src.env)+16))
-			}
-			start := len(buf)
-			var ok bool
-			if buf, ok = bus.AppendGlobalEnvelope(buf, src.typ, src.env, id); !ok {
-				return nil, fmt.Errorf("bus %d: event %d is not a session's event", r.num, sid)
-			}
-			// buf may move as it grows; what was cut from it stays valid.
-			evs = append(evs, storedEvent{typ: src.typ, env: buf[start:len(buf):len(buf)]})
+	err := eachRef(rec, held, func(src storedEvent, num, sid, id uint64) error {
+		if buf == nil {
+			buf = make([]byte, 0, rec.count*(len(src.env)+16))
 		}
+		start := len(buf)
+		var ok bool
+		if buf, ok = bus.AppendGlobalEnvelope(buf, src.typ, src.env, id); !ok {
+			return fmt.Errorf("bus %d: event %d is not a session's event", num, sid)
+		}
+		// buf may move as it grows; what was cut from it stays valid.
+		evs = append(evs, storedEvent{typ: src.typ, env: buf[start:len(buf):len(buf)]})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return evs, nil
 }
