@@ -17,6 +17,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/localbus/localbus/ipc/client"
 )
 
 // fullConfig is what testdata/full.toml holds.
@@ -705,7 +707,7 @@ func TestDefaultPathsReadEnvironment(t *testing.T) {
 		filepath.Join(dir, "cfg", "localbus", "config.toml"),
 		filepath.Join(dir, "state", "localbus")
 	if os.Geteuid() == 0 {
-		socket, config, state = systemSocketPath, systemConfigPath, systemStateDir
+		socket, config, state = client.SystemSocketPath, systemConfigPath, systemStateDir
 	}
 	if got := DefaultSocketPath(); got != socket {
 		t.Errorf("DefaultSocketPath() = %q, want %q", got, socket)

@@ -76,7 +76,6 @@ func homeDir(uid int) string {
 }
 
 const (
-	systemSocketPath = client.SystemSocketPath
 	systemConfigPath = "/etc/localbus/config.toml"
 	systemStateDir   = "/var/lib/localbus"
 )

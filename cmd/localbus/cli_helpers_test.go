@@ -68,6 +68,9 @@ func runBin(t *testing.T, stdin string, args ...string) binResult {
 	if ctx.Err() != nil {
 		t.Fatalf("localbus %s did not finish within %v", strings.Join(args, " "), e2eWait)
 	}
+	if code != 0 {
+		t.Logf("localbus %s: exit %d, stderr:\n%s", strings.Join(args, " "), code, errb.String())
+	}
 	return binResult{code: code, stdout: out.String(), stderr: errb.String()}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,17 +22,28 @@ import (
 	"github.com/localbus/localbus/cmd/localbus/bench"
 	"github.com/localbus/localbus/daemon/daemontest"
 	"github.com/localbus/localbus/ipc/access"
+	"github.com/localbus/localbus/ipc/client"
 )
 
 // TestMain checks for leaked goroutines and removes the daemon binary that
 // the reload tests build. The connection variables of the developer's shell
-// would change what the commands under test do. The bench tests run this
-// binary again as their baseline server, as main does.
+// would change what the commands under test do, and a command run without
+// --socket must not reach a daemon the tests did not start (the system
+// daemon, or the user's own): the system socket and $XDG_RUNTIME_DIR point
+// into a temporary directory where nothing listens. The bench tests run
+// this binary again as their baseline server, as main does.
 func TestMain(m *testing.M) {
 	bench.ServeBaselineIfAsked()
 	os.Unsetenv("LOCALBUS_SOCKET")
 	os.Unsetenv("LOCALBUS_KEY")
-	goleak.VerifyTestMain(cleanupM{m})
+	nowhere, err := os.MkdirTemp("", "localbus-nowhere-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	client.SystemSocketPath = filepath.Join(nowhere, "system", "localbus.sock")
+	os.Setenv("XDG_RUNTIME_DIR", filepath.Join(nowhere, "user"))
+	goleak.VerifyTestMain(cleanupM{m}, goleak.Cleanup(func(int) { os.RemoveAll(nowhere) }))
 }
 
 type cleanupM struct{ m *testing.M }
@@ -74,6 +86,9 @@ func runCLI(t *testing.T, args ...string) cliResult {
 		if errors.As(err, &ee) {
 			code = ee.code
 		}
+	}
+	if code != exitOK {
+		t.Logf("localbus %s: exit %d, stderr:\n%s", strings.Join(args, " "), code, errb.String())
 	}
 	return cliResult{code: code, stdout: out.String(), stderr: errb.String()}
 }

@@ -107,7 +107,7 @@ func TestReadmeClientExamplesFindTheDaemonThroughLocalbusSocket(t *testing.T) {
 	}
 	// localbus on PATH; the socket in LOCALBUS_SOCKET, as a user who runs
 	// the daemon elsewhere would set it (localbus socket honours it).
-	env := append(cliEnv(), "PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "LOCALBUS_SOCKET="+d.Socket, "NODE_PATH=/usr/share/nodejs")
+	env := append(cliEnv(), "PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "LOCALBUS_SOCKET="+d.Socket)
 	publishData(t, c, "build-17", "build:step", 0, 0)
 
 	ctx, cancel := context.WithTimeout(context.Background(), e2eWait)
@@ -131,6 +131,9 @@ func TestReadmeClientExamplesFindTheDaemonThroughLocalbusSocket(t *testing.T) {
 			if _, err := exec.LookPath(cl.cmd[0]); err != nil {
 				t.Skipf("%s is not installed", cl.cmd[0])
 			}
+			if cl.name == "node" {
+				requireNodeWS(t, env)
+			}
 			lines := startFollower(t, env, cl.cmd[0], append(cl.cmd[1:], cl.code)...)
 			waitSubscribers(t, c, "build-17", 1)
 			publishData(t, c, "build-17", "build:step", 100+i, 100+i)
@@ -151,5 +154,17 @@ func TestReadmeClientExamplesFindTheDaemonThroughLocalbusSocket(t *testing.T) {
 			}
 		})
 		waitSubscribers(t, c, "build-17", 0)
+	}
+}
+
+// requireNodeWS fails the test unless node, with env, finds the ws module.
+// scripts/test installs it into scripts/.deps and sets NODE_PATH, the one
+// place the module path is set; the tests inherit it.
+func requireNodeWS(t *testing.T, env []string) {
+	t.Helper()
+	cmd := exec.Command("node", "-e", "require('ws')")
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("node cannot load ws (NODE_PATH=%q): %v\n%s\nscripts/test installs it into scripts/.deps and sets NODE_PATH", os.Getenv("NODE_PATH"), err, out)
 	}
 }

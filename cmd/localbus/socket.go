@@ -9,11 +9,6 @@ import (
 	"github.com/localbus/localbus/ipc/client"
 )
 
-// systemSocket is the system daemon's socket, the one a non-root CLI falls
-// back to. It is a variable so that a test can build a binary whose system
-// socket lies in its temporary directory (-ldflags -X main.systemSocket=…).
-var systemSocket = client.SystemSocketPath
-
 // socketPath returns the socket the CLI dials: --socket (or
 // $LOCALBUS_SOCKET) when set, else the default for this user
 // (client.DefaultSocketPath). A non-root user whose own socket does not
@@ -31,10 +26,10 @@ func socketPath(c *cli.Context) string {
 func defaultSocket(euid int, getenv func(string) string, exists func(string) bool) string {
 	own := client.SocketPathFor(euid, getenv)
 	if euid == 0 {
-		return systemSocket
+		return client.SystemSocketPath
 	}
-	if !exists(own) && exists(systemSocket) {
-		return systemSocket
+	if !exists(own) && exists(client.SystemSocketPath) {
+		return client.SystemSocketPath
 	}
 	return own
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/localbus/localbus/daemon/daemontest"
+	"github.com/localbus/localbus/ipc/client"
 )
 
 // nobody is the unprivileged user the tests run the CLI as when they run
@@ -25,7 +26,7 @@ func buildWithSystemSocket(t *testing.T, sys string) string {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	bin := filepath.Join(t.TempDir(), "localbus")
-	cmd := exec.Command("go", "build", "-o", bin, "-ldflags", "-X main.systemSocket="+sys, ".")
+	cmd := exec.Command("go", "build", "-o", bin, "-ldflags", "-X "+daemontest.SystemSocketVar+"="+sys, ".")
 	cmd.Dir = filepath.Dir(file)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -81,8 +82,8 @@ func TestSocketPrintsThePathTheCommandsUse(t *testing.T) {
 		t.Errorf("localbus socket --socket /srv/other.sock: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	if os.Geteuid() == 0 {
-		if r := runAs(t, 0, append(env, "XDG_RUNTIME_DIR=/run/user/0"), bin, "socket"); r.stdout != "/run/localbus/localbus.sock\n" {
-			t.Errorf("localbus socket as root: stdout %q, want the system socket", r.stdout)
+		if r := runAs(t, 0, append(env, "XDG_RUNTIME_DIR=/run/user/0"), bin, "socket"); r.stdout != daemontest.SystemSocket(t)+"\n" {
+			t.Errorf("localbus socket as root: stdout %q, want the system socket %s", r.stdout, daemontest.SystemSocket(t))
 		}
 	}
 }
@@ -157,9 +158,9 @@ func TestDefaultSocketRule(t *testing.T) {
 		present []string
 		want    string
 	}{
-		{"root", 0, nil, systemSocket},
-		{"user with a daemon of their own", 1000, []string{own, systemSocket}, own},
-		{"user with only the system daemon", 1000, []string{systemSocket}, systemSocket},
+		{"root", 0, nil, client.SystemSocketPath},
+		{"user with a daemon of their own", 1000, []string{own, client.SystemSocketPath}, own},
+		{"user with only the system daemon", 1000, []string{client.SystemSocketPath}, client.SystemSocketPath},
 		{"user with no daemon", 1000, nil, own},
 	}
 	for _, tt := range tests {

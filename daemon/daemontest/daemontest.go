@@ -27,8 +27,22 @@ var (
 	buildDir  string
 )
 
+// SystemSocketVar is the linker name of the system socket's path, for a
+// test that builds a binary of its own with -ldflags "-X SystemSocketVar=…".
+const SystemSocketVar = "github.com/localbus/localbus/ipc/client.SystemSocketPath"
+
+// SystemSocket returns the system socket of the binary Binary builds: a
+// path in its temporary directory where no daemon listens, so that a
+// command run as root without --socket fails to connect rather than reach
+// a daemon the test did not start.
+func SystemSocket(t testing.TB) string {
+	t.Helper()
+	return filepath.Join(filepath.Dir(Binary(t)), "system", "localbus.sock")
+}
+
 // Binary returns the path of a localbus binary built from this module, once
-// per test process. Call Cleanup from TestMain to remove it.
+// per test process, with its system socket in the binary's temporary
+// directory (SystemSocket). Call Cleanup from TestMain to remove it.
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -39,7 +53,8 @@ func Binary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(buildDir, "localbus")
-		cmd := exec.Command("go", "build", "-race", "-o", binPath, "./cmd/localbus")
+		sys := filepath.Join(buildDir, "system", "localbus.sock")
+		cmd := exec.Command("go", "build", "-race", "-ldflags", "-X "+SystemSocketVar+"="+sys, "-o", binPath, "./cmd/localbus")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)

@@ -6,8 +6,12 @@ import (
 	"strconv"
 )
 
-// SystemSocketPath is the daemon's socket for root and system services.
-const SystemSocketPath = "/run/localbus/localbus.sock"
+// SystemSocketPath is the daemon's socket for root and system services. It
+// is a variable only so that a test build can place the system socket in
+// its temporary directory (go build -ldflags
+// "-X github.com/localbus/localbus/ipc/client.SystemSocketPath=…"), and
+// never reach a daemon it did not start; nothing else assigns it.
+var SystemSocketPath = "/run/localbus/localbus.sock"
 
 // DefaultSocketPath returns the socket a zero Client dials: for root
 // /run/localbus/localbus.sock, for anyone else
