@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/localbus/localbus/bus/share"
 )
 
 // Defaults of the SPEC (§2.1, §2.2, §10).
@@ -27,7 +29,9 @@ const (
 var ErrClosed = errors.New("bus: closed")
 
 // ErrSubscriberLimit is returned by Subscribe when the bus already has
-// MaxSubscribers subscribers. The router turns it into a stream:error frame.
+// MaxSubscribers subscribers, or the peer its share of them: the error is
+// then a *share.Refusal of the pool "subscribers", which unwraps to it.
+// The router turns it into a stream:error frame.
 var ErrSubscriberLimit = errors.New("bus: subscriber limit reached")
 
 // Options configure a Bus. Zero values mean the defaults.
@@ -47,6 +51,10 @@ type Options struct {
 	MaxQueuedBytes int64
 	// MaxSubscribers limits concurrent subscribers; default 64.
 	MaxSubscribers int
+	// PeerShare is the fraction of MaxSubscribers one peer other than a
+	// privileged one may hold (SPEC §2, fair shares; see package share);
+	// default 0, no shares. The daemon sets peer_share.
+	PeerShare float64
 	// Store retains events for replay; nil means a new in-memory Ring. A
 	// store that already holds events continues their id sequence.
 	Store Store
@@ -65,10 +73,11 @@ type Limits struct {
 	MaxQueued      int
 	MaxQueuedBytes int64
 	MaxSubscribers int
+	PeerShare      float64
 }
 
 func (o *Options) limits() Limits {
-	return Limits{o.RingSize, o.RingMaxBytes, o.MaxQueued, o.MaxQueuedBytes, o.MaxSubscribers}
+	return Limits{o.RingSize, o.RingMaxBytes, o.MaxQueued, o.MaxQueuedBytes, o.MaxSubscribers, o.PeerShare}
 }
 
 func (l *Limits) fill() {
@@ -109,6 +118,9 @@ func (l Limits) validate() error {
 			return inputError(v.field, strconv.FormatInt(v.n, 10), "negative (0 means the default)")
 		}
 	}
+	if !(l.PeerShare >= 0 && l.PeerShare <= 1) {
+		return inputError("peerShare", strconv.FormatFloat(l.PeerShare, 'g', -1, 64), "want 0 to 1")
+	}
 	return nil
 }
 
@@ -126,7 +138,10 @@ type Bus struct {
 	shown  uint64 // last id durable and delivered: what subscribers and replays see
 	limits Limits
 	subs   []*Subscription
-	frames []*Frame // scratch for Publish, reused under mu
+	// subPool counts subs by peer (MaxSubscribers, PeerShare): each
+	// subscriber holds one unit from Subscribe until it leaves subs.
+	subPool *share.Pool
+	frames  []*Frame // scratch for Publish, reused under mu
 
 	// pending are batches written to a DeferredStore and not yet known to
 	// be durable, in id order; failed is the error that made one of them
@@ -193,6 +208,7 @@ func New(opts Options) (*Bus, error) {
 	}
 	last := st.LastID()
 	b := &Bus{session: opts.Session, epoch: epoch, store: st, lastID: last, shown: last, limits: l, onRingBytes: opts.OnRingBytes}
+	b.subPool = share.NewPool(share.Options{Name: PoolSubscribers, Limit: int64(l.MaxSubscribers), Share: l.PeerShare, Err: ErrSubscriberLimit})
 	b.noteRingBytesLocked()
 	return b, nil
 }
@@ -533,7 +549,7 @@ func (b *Bus) dropEndedLocked() {
 		ended := s.end != EndNone
 		s.mu.Unlock()
 		if ended {
-			s.index = -1
+			s.detachLocked()
 			continue
 		}
 		s.index = len(keep)
@@ -556,7 +572,7 @@ func (b *Bus) remove(s *Subscription) {
 	b.subs[i].index = i
 	b.subs[last] = nil
 	b.subs = b.subs[:last]
-	s.index = -1
+	s.detachLocked()
 }
 
 // SubscribeOptions say where a stream starts and what it carries.
@@ -587,14 +603,24 @@ type SubscribeOptions struct {
 	Filter *Filter
 	// MaxQueued is the live frame limit, in [16, 2048]; 0 means the bus's.
 	MaxQueued int
+	// Peer is who subscribes, for the bus's fair shares of its
+	// subscribers (see Options.PeerShare); the zero value is
+	// share.Unknown. In-process readers that must never be refused
+	// because of other peers pass share.Privileged.
+	Peer share.Peer
 }
+
+// PoolSubscribers names a bus's pool of subscribers in refusals and
+// metrics.
+const PoolSubscribers = "subscribers"
 
 // Subscribe registers a subscriber and queues its opening frames: stream:ready,
 // then for a resuming client (Cursor set) any stream:gap, the replay and
 // stream:replayed, per SPEC §2.3. It registers synchronously: every event
 // published after Subscribe returns is delivered. Cancelling ctx is the same
 // as calling Close on the subscription. It fails with an *InputError for bad
-// options, ErrSubscriberLimit, or ErrClosed.
+// options, ErrSubscriberLimit (a *share.Refusal that unwraps to it), or
+// ErrClosed.
 func (b *Bus) Subscribe(ctx context.Context, opts SubscribeOptions) (*Subscription, error) {
 	if opts.Family != "" {
 		if err := ValidateFamily(opts.Family); err != nil {
@@ -619,11 +645,13 @@ func (b *Bus) Subscribe(ctx context.Context, opts SubscribeOptions) (*Subscripti
 	if b.closed {
 		return nil, ErrClosed
 	}
-	if len(b.subs) >= b.limits.MaxSubscribers {
-		return nil, ErrSubscriberLimit
+	acct := b.subPool.Account(opts.Peer)
+	if err := acct.Acquire(1); err != nil {
+		return nil, err
 	}
 	s := &Subscription{
 		bus:       b,
+		acct:      acct,
 		family:    opts.Family,
 		maxQueued: opts.MaxQueued,
 		maxBytes:  b.limits.MaxQueuedBytes,
@@ -766,7 +794,7 @@ func (b *Bus) endStreamsLocked(reason EndReason) {
 		s.mu.Lock()
 		s.closeLocked(reason)
 		s.mu.Unlock()
-		s.index = -1
+		s.detachLocked()
 		s.notify()
 	}
 	clear(b.subs)
@@ -802,6 +830,7 @@ func (b *Bus) SetLimits(l Limits) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.limits = l
+	b.subPool.SetLimit(int64(l.MaxSubscribers), l.PeerShare)
 	b.store.SetLimits(l.RingSize, l.RingMaxBytes)
 	b.noteRingBytesLocked()
 	return nil

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+
+	"github.com/localbus/localbus/bus/share"
 )
 
 // EndReason says why a subscription ended.
@@ -30,8 +32,9 @@ type Subscription struct {
 	session   string // for the reserved frames it gets
 	ready     chan struct{}
 	filter    atomic.Pointer[Filter]
-	index     int           // position in bus.subs; -1 once removed. Guarded by bus.mu.
-	slowSent  atomic.Uint32 // stream:slow frames queued, for the writer's log
+	index     int            // position in bus.subs; -1 once removed. Guarded by bus.mu.
+	acct      *share.Account // its unit of the bus's subscribers; nil once removed. Guarded by bus.mu.
+	slowSent  atomic.Uint32  // stream:slow frames queued, for the writer's log
 
 	mu        sync.Mutex  // guards the fields below
 	stopCtx   func() bool // stops the context.AfterFunc; nil until set by Subscribe
@@ -43,6 +46,16 @@ type Subscription struct {
 	lagReason string // stream:lagged's reason, once evicted
 	end       EndReason
 	dropped   bool // Close was called: Take returns nothing more
+}
+
+// detachLocked marks s removed from its bus's subscribers and gives back
+// its unit of them, once. bus.mu must be held.
+func (s *Subscription) detachLocked() {
+	s.index = -1
+	if s.acct != nil {
+		s.acct.Release(1)
+		s.acct = nil
+	}
 }
 
 // entry is a queued frame. counted reports whether it counts toward the live
