@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/localbus/localbus/bus/share"
 	"github.com/localbus/localbus/ipc/access"
 	"github.com/localbus/localbus/ipc/wire"
 )
@@ -111,12 +112,27 @@ func (a *Auth) Authenticate(r *http.Request) (Caller, error) {
 			return Caller{}, errorf(http.StatusUnauthorized, wire.CodeInvalidCredentials, "unknown or revoked key")
 		}
 		c.Authenticated, c.KeyName, c.Scopes = true, info.Name, info.Scopes
+		c.Share = share.Key(info.Name)
 	}
 	if ci.unix && !a.RequireKeyOnUnix && ci.peer != nil {
 		c.Authenticated = true
 		c.Scopes = c.Scopes.Union(access.PeerScopes(*ci.peer, a.DaemonUID, a.PeerScopes))
 	}
+	if ci.peer != nil {
+		// A socket peer is its uid, whatever key it sends.
+		c.Share = sharePeer(*ci.peer, a.DaemonUID)
+	}
 	return c, nil
+}
+
+// sharePeer returns who a Unix socket peer is for fair shares: root and
+// the daemon's own uid draw on the whole of every pool, as they get admin
+// (access.PeerScopes); any other uid is its own peer.
+func sharePeer(p access.Peer, daemonUID uint32) share.Peer {
+	if p.UID == 0 || p.UID == daemonUID {
+		return share.Privileged
+	}
+	return share.UID(p.UID)
 }
 
 // hostAllowed reports whether a Host header names a loopback host or one of

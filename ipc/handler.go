@@ -16,6 +16,7 @@ import (
 
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/bus/hub"
+	"github.com/localbus/localbus/bus/share"
 	"github.com/localbus/localbus/ipc/access"
 	"github.com/localbus/localbus/ipc/wire"
 )
@@ -152,6 +153,12 @@ type Caller struct {
 	Peer *access.Peer
 	// KeyName names the bearer key used, "" for none.
 	KeyName string
+	// Share is who the caller's draws on the daemon's shared pools count
+	// for (SPEC §2, fair shares): share.Privileged for root and the
+	// daemon's uid on the socket, its uid for another socket peer (also
+	// when it sends a key), its key's name elsewhere. The zero value,
+	// share.Unknown, is one account for every caller nobody named.
+	Share share.Peer
 }
 
 // A Handler is the router shared by every listener: every route of SPEC §6.

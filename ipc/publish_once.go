@@ -69,7 +69,7 @@ func (h *Handler) publishOnce(w http.ResponseWriter, r *http.Request, c Caller, 
 	d.Write(body)
 	var digest [32]byte
 	d.Sum(digest[:0])
-	reply, replayed, err := h.options().Hub.Once(p.id, key, digest, func() (hub.Reply, bool) {
+	reply, replayed, err := h.options().Hub.OnceAs(c.Share, p.id, key, digest, func() (hub.Reply, bool) {
 		rec := &recorder{ResponseWriter: w}
 		if p.streaming {
 			sr := h.publishStream(rec, r, bytes.NewReader(body), c, p.id, p.originator, p.ack == wire.AckLine)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/share"
 )
 
 // Errors a Hub returns; the router maps them to HTTP statuses.
@@ -20,7 +21,9 @@ var (
 	ErrExists       = errors.New("hub: session exists")
 	ErrSessionLimit = errors.New("hub: session limit reached")
 	// ErrAutoSessionLimit refuses a publish that would create a session
-	// past MaxAutoSessions; it wraps ErrSessionLimit.
+	// past MaxAutoSessions, or past its peer's share of them (a
+	// *share.Refusal of the pool "auto_sessions" that unwraps to it); it
+	// wraps ErrSessionLimit.
 	ErrAutoSessionLimit = fmt.Errorf("%w for sessions created by a publish", ErrSessionLimit)
 	ErrClosed           = errors.New("hub: closed")
 	// ErrReadOnly is returned by Publish to a session that mirrors another
@@ -44,9 +47,16 @@ type Options struct {
 	// MaxSessions bounds the number of sessions; default 4096.
 	MaxSessions int
 	// MaxAutoSessions bounds the sessions created by a publish (which
-	// also count against MaxSessions); default 1024. Below MaxSessions it
-	// keeps room for Create whatever publishers do.
+	// also count against MaxSessions); default 1024, and never more than
+	// half of MaxSessions whatever is set (see AutoSessionLimit), so
+	// that publishers always leave room for Create.
 	MaxAutoSessions int
+	// PeerShare is the fraction of each shared pool one peer other than a
+	// privileged one may hold (SPEC §2, fair shares; see package share):
+	// the sessions a publish creates, the remembered idempotency keys,
+	// and each bus's subscribers (it overrides Limits.PeerShare). Default
+	// 0, no shares; the daemon sets peer_share.
+	PeerShare float64
 	// AutoCreate makes a publish to a missing session create it.
 	AutoCreate bool
 	// MaxRingBytesTotal bounds the bytes the rings of every bus (sessions
@@ -88,15 +98,18 @@ type Journal interface {
 	Delete(session string) error
 }
 
-// An AutoJournal remembers which sessions a publish created, so that they
-// keep counting against MaxAutoSessions after a restart: an optional
-// capability of a Journal (*journal.Journal implements it).
+// An AutoJournal remembers which sessions a publish created, and the peer
+// whose publish did, so that they keep counting against MaxAutoSessions
+// and the peer's share of them after a restart: an optional capability of
+// a Journal (*journal.Journal implements it).
 type AutoJournal interface {
 	// OpenAutoBus is OpenBus, with the default ring size, of a session a
-	// publish creates.
-	OpenAutoBus(session string) (st bus.Store, epoch string, storedRingSize int, err error)
-	// Auto reports whether session was opened with OpenAutoBus.
-	Auto(session string) bool
+	// publish by peer (share.Peer's text) creates.
+	OpenAutoBus(session, peer string) (st bus.Store, epoch string, storedRingSize int, err error)
+	// Auto reports whether session was opened with OpenAutoBus, and the
+	// peer stored with it: "" for one stored without (an older state
+	// dir), which the hub counts as share.Unknown's.
+	Auto(session string) (peer string, auto bool)
 }
 
 // A DurableStore is a bus.Store that keeps its bus on stable storage and
@@ -136,7 +149,9 @@ type Hub struct {
 	// store and epoch (and then delete them under it).
 	deleting map[string]chan struct{}
 	retired  bus.Stats // counters of deleted sessions, so totals never go down
-	autos    int       // sessions created by a publish, of sessions
+	// autos holds one unit per session a publish created, on the
+	// account of the peer whose publish did (MaxAutoSessions, PeerShare).
+	autos *share.Pool
 
 	readOnly atomic.Pointer[func(id string) bool] // see SetReadOnly
 
@@ -173,11 +188,13 @@ type Session struct {
 	// daemon's default.
 	RingSize int
 
-	auto      bool         // created by a publish; fixed
-	publishMu sync.Mutex   // orders the session's events onto the global bus
-	active    time.Time    // guarded by publishMu: creation or last publish
-	frames    []*bus.Frame // guarded by publishMu: scratch for Publish
-	store     bus.Store    // the bus's store when journaled, else nil
+	auto      bool           // created by a publish; fixed
+	autoAcct  *share.Account // auto's unit in Hub.autos; nil once unlinked. Guarded by Hub.mu.
+	creator   share.Peer     // whose publish created it (auto); fixed
+	publishMu sync.Mutex     // orders the session's events onto the global bus
+	active    time.Time      // guarded by publishMu: creation or last publish
+	frames    []*bus.Frame   // guarded by publishMu: scratch for Publish
+	store     bus.Store      // the bus's store when journaled, else nil
 }
 
 // Durability returns the session's durability figures; false when the
@@ -208,10 +225,12 @@ func New(opts Options) (*Hub, error) {
 	}
 	h := &Hub{opts: opts, sessions: make(map[string]*Session), deleting: make(map[string]chan struct{})}
 	h.ringBudget.Store(opts.MaxRingBytesTotal)
-	l := opts.Limits
+	h.autos = share.NewPool(share.Options{Name: PoolAutoSessions, Err: ErrAutoSessionLimit})
+	h.setShares(opts)
+	l := h.busLimits()
 	gopts := bus.Options{
 		Epoch: opts.GlobalEpoch, RingSize: l.RingSize, RingMaxBytes: l.RingMaxBytes,
-		MaxQueued: l.MaxQueued, MaxQueuedBytes: l.MaxQueuedBytes, MaxSubscribers: l.MaxSubscribers,
+		MaxQueued: l.MaxQueued, MaxQueuedBytes: l.MaxQueuedBytes, MaxSubscribers: l.MaxSubscribers, PeerShare: l.PeerShare,
 		OnRingBytes: h.addRingBytes,
 	}
 	if j := opts.Journal; j != nil {
@@ -236,7 +255,7 @@ func New(opts Options) (*Hub, error) {
 	if opts.Journal != nil {
 		// Restored sessions are not announced: they were opened before.
 		for _, id := range opts.Journal.Sessions() {
-			if _, err := h.createLocked(id, 0, byRestore); err != nil {
+			if _, err := h.createLocked(id, 0, byRestore, share.Unknown); err != nil {
 				return nil, err
 			}
 		}
@@ -285,7 +304,7 @@ func (h *Hub) Create(id string, ringSize int) (*Session, error) {
 		return nil, &bus.InputError{Field: "ringSize", Reason: "want 1 to 1000000"}
 	}
 	h.lockSettled(id)
-	s, err := h.createLocked(id, ringSize, byCreate)
+	s, err := h.createLocked(id, ringSize, byCreate, share.Privileged)
 	h.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -320,9 +339,10 @@ const (
 )
 
 // createLocked makes session id. A restored session is never refused by
-// the limits; one a publish creates also counts against MaxAutoSessions.
-// h.mu must be held.
-func (h *Hub) createLocked(id string, ringSize int, how origin) (*Session, error) {
+// the limits; one a publish by peer creates also counts against
+// MaxAutoSessions and peer's share of them (a restored one, against the
+// share of the peer the journal stored with it). h.mu must be held.
+func (h *Hub) createLocked(id string, ringSize int, how origin, peer share.Peer) (*Session, error) {
 	restore := how == byRestore
 	if h.closed {
 		return nil, ErrClosed
@@ -333,9 +353,35 @@ func (h *Hub) createLocked(id string, ringSize int, how origin) (*Session, error
 	if len(h.sessions) >= h.opts.MaxSessions && !restore {
 		return nil, ErrSessionLimit
 	}
-	if how == byPublish && h.autos >= h.opts.MaxAutoSessions {
-		return nil, ErrAutoSessionLimit
+	var autoAcct *share.Account
+	if how == byPublish {
+		autoAcct = h.autos.Account(peer)
+		if err := autoAcct.Acquire(1); err != nil {
+			return nil, err
+		}
 	}
+	s, err := h.openLocked(id, ringSize, how, peer)
+	if err != nil {
+		if autoAcct != nil {
+			autoAcct.Release(1)
+		}
+		return nil, err
+	}
+	if s.auto {
+		if autoAcct == nil { // restored
+			autoAcct = h.autos.Account(s.creator)
+			autoAcct.Force(1)
+		}
+		s.autoAcct = autoAcct
+	}
+	h.sessions[id] = s
+	return s, nil
+}
+
+// openLocked opens the store and bus of session id for createLocked.
+// h.mu must be held.
+func (h *Hub) openLocked(id string, ringSize int, how origin, peer share.Peer) (*Session, error) {
+	restore := how == byRestore
 	var st bus.Store
 	epoch := ""
 	auto := how == byPublish
@@ -344,7 +390,7 @@ func (h *Hub) createLocked(id string, ringSize int, how origin) (*Session, error
 		aj, remembers := j.(AutoJournal)
 		switch {
 		case auto && remembers:
-			st, epoch, ringSize, err = aj.OpenAutoBus(id)
+			st, epoch, ringSize, err = aj.OpenAutoBus(id, peer.String())
 		default:
 			st, epoch, ringSize, err = j.OpenBus(id, ringSize)
 		}
@@ -352,16 +398,18 @@ func (h *Hub) createLocked(id string, ringSize int, how origin) (*Session, error
 			return nil, err
 		}
 		if restore && remembers {
-			auto = aj.Auto(id)
+			var stored string
+			stored, auto = aj.Auto(id)
+			peer = restoredPeer(stored)
 		}
 	}
-	l := h.opts.Limits
+	l := h.busLimits()
 	if ringSize > 0 {
 		l.RingSize = ringSize
 	}
 	b, err := bus.New(bus.Options{
 		Session: id, RingSize: l.RingSize, RingMaxBytes: l.RingMaxBytes,
-		MaxQueued: l.MaxQueued, MaxQueuedBytes: l.MaxQueuedBytes, MaxSubscribers: l.MaxSubscribers,
+		MaxQueued: l.MaxQueued, MaxQueuedBytes: l.MaxQueuedBytes, MaxSubscribers: l.MaxSubscribers, PeerShare: l.PeerShare,
 		Store: st, Epoch: epoch, OnRingBytes: h.addRingBytes,
 	})
 	if err != nil {
@@ -370,12 +418,7 @@ func (h *Hub) createLocked(id string, ringSize int, how origin) (*Session, error
 		}
 		return nil, err
 	}
-	s := &Session{ID: id, Bus: b, RingSize: ringSize, store: st, auto: auto, active: h.opts.Now()}
-	h.sessions[id] = s
-	if auto {
-		h.autos++
-	}
-	return s, nil
+	return &Session{ID: id, Bus: b, RingSize: ringSize, store: st, auto: auto, active: h.opts.Now(), creator: peer}, nil
 }
 
 // Delete closes a session's bus (its streams get stream:closed with reason
@@ -413,8 +456,9 @@ func (h *Hub) Delete(id string) error {
 func (h *Hub) unlinkLocked(s *Session) chan struct{} {
 	done := make(chan struct{})
 	delete(h.sessions, s.ID)
-	if s.auto {
-		h.autos--
+	if s.autoAcct != nil {
+		s.autoAcct.Release(1)
+		s.autoAcct = nil
 	}
 	h.deleting[s.ID] = done
 	return done
@@ -564,19 +608,26 @@ func (h *Hub) announceReason(typ, id, reason string) {
 	h.global.PublishDaemon(bus.Event{Type: typ, Data: data})
 }
 
-// Publish appends events to session id as one all-or-nothing batch, then
-// their copies to the global bus (see the package doc). It sets the Time
-// of events that have none, one time for the batch. It creates the session
-// first when it is missing and AutoCreate is on; otherwise a missing
-// session is ErrNotFound. It returns the session ids assigned.
+// Publish is PublishAs for the daemon itself (share.Privileged): for
+// in-process publishers, never for a request's.
 func (h *Hub) Publish(id string, events []bus.Event) (first, last uint64, err error) {
+	return h.PublishAs(share.Privileged, id, events)
+}
+
+// PublishAs appends events, published by peer, to session id as one
+// all-or-nothing batch, then their copies to the global bus (see the
+// package doc). It sets the Time of events that have none, one time for
+// the batch. It creates the session first when it is missing and
+// AutoCreate is on, on peer's share of MaxAutoSessions; otherwise a
+// missing session is ErrNotFound. It returns the session ids assigned.
+func (h *Hub) PublishAs(peer share.Peer, id string, events []bus.Event) (first, last uint64, err error) {
 	if err := bus.ValidateSessionID(id); err != nil {
 		return 0, 0, err
 	}
 	if h.ReadOnly(id) {
 		return 0, 0, ErrReadOnly
 	}
-	return h.publish(id, events, false)
+	return h.publish(peer, id, events, false)
 }
 
 // PublishMirror is Publish for the upstream bridge, which alone writes to
@@ -587,11 +638,11 @@ func (h *Hub) PublishMirror(id string, events []bus.Event) (first, last uint64, 
 	if err := bus.ValidateSessionID(id); err != nil {
 		return 0, 0, err
 	}
-	return h.publish(id, events, true)
+	return h.publish(share.Privileged, id, events, true)
 }
 
-func (h *Hub) publish(id string, events []bus.Event, mirror bool) (first, last uint64, err error) {
-	s, err := h.open(id, events, mirror)
+func (h *Hub) publish(peer share.Peer, id string, events []bus.Event, mirror bool) (first, last uint64, err error) {
+	s, err := h.open(peer, id, events, mirror)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -703,7 +754,7 @@ func waterLevel(sizes []int64, total int64) int64 {
 
 // open returns the session, creating it if AutoCreate (or mirror) allows and the events
 // are valid: a batch that would be refused creates nothing.
-func (h *Hub) open(id string, events []bus.Event, mirror bool) (*Session, error) {
+func (h *Hub) open(peer share.Peer, id string, events []bus.Event, mirror bool) (*Session, error) {
 	h.lockSettled(id)
 	if s, ok := h.sessions[id]; ok {
 		h.mu.Unlock()
@@ -724,7 +775,7 @@ func (h *Hub) open(id string, events []bus.Event, mirror bool) (*Session, error)
 		h.mu.Unlock()
 		return s, nil
 	}
-	s, err := h.createLocked(id, 0, byPublish)
+	s, err := h.createLocked(id, 0, byPublish, peer)
 	h.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -777,12 +828,14 @@ func (h *Hub) SetOptions(opts Options) error {
 	if opts.MaxAutoSessions <= 0 {
 		opts.MaxAutoSessions = DefaultMaxAutoSessions
 	}
+	opts.Limits.PeerShare = opts.PeerShare
 	if err := h.global.SetLimits(opts.Limits); err != nil {
 		return err
 	}
 	h.mu.Lock()
 	h.opts.Limits, h.opts.MaxSessions, h.opts.AutoCreate = opts.Limits, opts.MaxSessions, opts.AutoCreate
-	h.opts.MaxAutoSessions = opts.MaxAutoSessions
+	h.opts.MaxAutoSessions, h.opts.PeerShare = opts.MaxAutoSessions, opts.PeerShare
+	h.setShares(h.opts)
 	if opts.MaxRingBytesTotal <= 0 {
 		opts.MaxRingBytesTotal = DefaultMaxRingBytesTotal
 	}

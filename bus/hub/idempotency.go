@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/localbus/localbus/bus/share"
 )
 
 // Idempotent publishes (SPEC §6, Idempotency-Key): the router runs a
@@ -19,9 +21,12 @@ import (
 // DefaultIdempotencyWindow is how long a key is remembered (SPEC §10).
 const DefaultIdempotencyWindow = 10 * time.Minute
 
-// maxKeys bounds the keys remembered at once; past it the oldest are
-// forgotten before their window ends, so no peer can grow the table
-// without bound.
+// maxKeys bounds the keys remembered at once, a pool with fair shares
+// (PoolIdempotencyKeys): past its share a peer's oldest keys are forgotten
+// before their window ends, and past the pool's limit the oldest keys of
+// peers other than privileged ones, so that no peer can grow the table
+// without bound nor push another's keys out. (The privileged account
+// draws on its own maxKeys.)
 const maxKeys = 1 << 16
 
 // ErrKeyReused is returned by Once for a key already used on the session
@@ -53,6 +58,9 @@ type keyRecord struct {
 	At     int64    `json:"at"` // Unix nanoseconds of the first reply
 	Digest [32]byte `json:"digest"`
 	Reply  Reply    `json:"reply"`
+	// Peer is whose publish it was (share.Peer's text); absent in a key
+	// stored before peers were, which counts as share.Unknown's.
+	Peer string `json:"peer,omitempty"`
 }
 
 // keyEntry is a key of a session: being published (done open) or
@@ -63,15 +71,89 @@ type keyEntry struct {
 	at           time.Time
 	reply        Reply
 	kept         bool
-	done         chan struct{} // closed once the first request has its reply
+	acct         *share.Account // the key's unit of keyTable.pool, once kept
+	done         chan struct{}  // closed once the first request has its reply
 }
 
 // keyTable is the hub's remembered keys.
 type keyTable struct {
 	mu      sync.Mutex // guards the fields below; taken alone
 	window  time.Duration
+	pool    *share.Pool // every kept entry holds one unit on its peer's account
 	entries map[string]*keyEntry
 	order   []*keyEntry // kept entries, oldest first
+	// forgotten counts the keys forgotten before their window ended to
+	// make room, by share.Kind: past their peer's share, or the pool's.
+	forgotten [share.ByPool + 1]uint64
+}
+
+// setShare sets the pool's share (and makes the pool, the first time).
+func (t *keyTable) setShare(f float64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.pool == nil {
+		t.pool = share.NewPool(share.Options{Name: PoolIdempotencyKeys, Limit: maxKeys, Share: f})
+		return
+	}
+	t.pool.SetLimit(maxKeys, f)
+}
+
+// makeRoomLocked takes acct's unit for a key about to be kept, forgetting
+// first what the pool's rule asks (see maxKeys), and returns the entries
+// forgotten. It reports false when no key may go to make room (the
+// privileged account fills the pool alone): the new key is not kept.
+// t.mu must be held.
+func (t *keyTable) makeRoomLocked(acct *share.Account) (gone []*keyEntry, ok bool) {
+	for {
+		err := acct.Acquire(1)
+		if err == nil {
+			return gone, true
+		}
+		r, _ := err.(*share.Refusal)
+		if r == nil {
+			return gone, false
+		}
+		// Past its own share, or the privileged account past its own
+		// limit: the peer's own oldest key. Past the pool's limit: the
+		// oldest key of a peer that is not privileged.
+		own := r.Kind == share.ByShare || acct.Peer().IsPrivileged()
+		i := slices.IndexFunc(t.order, func(e *keyEntry) bool {
+			if own {
+				return e.acct == acct
+			}
+			return !e.acct.Peer().IsPrivileged()
+		})
+		if i < 0 {
+			return gone, false
+		}
+		e := t.order[i]
+		t.order = slices.Delete(t.order, i, i+1)
+		t.forgetLocked(e)
+		t.forgotten[r.Kind]++
+		gone = append(gone, e)
+	}
+}
+
+// forgetLocked drops kept entry e, already out of t.order, and gives its
+// unit back. t.mu must be held.
+func (t *keyTable) forgetLocked(e *keyEntry) {
+	if k := tableKey(e.session, e.key); t.entries[k] == e {
+		delete(t.entries, k)
+	}
+	if e.acct != nil {
+		e.acct.Release(1)
+		e.acct = nil
+	}
+}
+
+// KeysForgotten returns how many idempotency keys were forgotten before
+// their window ended to make room: past their peer's share (byShare), or
+// past the pool's limit (byPool).
+func (h *Hub) KeysForgotten() (byShare, byPool uint64) {
+	t := &h.keys
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.forgotten[share.ByShare], t.forgotten[share.ByPool]
 }
 
 func tableKey(session, key string) string { return session + "\x00" + key }
@@ -82,17 +164,25 @@ func (h *Hub) keyJournal() KeyJournal {
 	return kj
 }
 
-// Once runs publish for the first request with key on session, and
+// Once is OnceAs for the daemon itself (share.Privileged): for in-process
+// publishers, never for a request's.
+func (h *Hub) Once(session, key string, digest [32]byte, publish func() (r Reply, published bool)) (r Reply, replayed bool, err error) {
+	return h.OnceAs(share.Privileged, session, key, digest, publish)
+}
+
+// OnceAs runs publish for the first request with key on session, and
 // remembers its reply for the idempotency window when publish reports it
-// published something: a later request with the same key and digest (of
+// published something, on peer's share of the remembered keys (past it,
+// peer's oldest key is forgotten): a later request with the same key and digest (of
 // its body and kind) gets that reply with replayed true and publishes
 // nothing; one with another digest gets ErrKeyReused. A request that
 // arrives while the first is still being published waits for it. A reply
 // of a publish that published nothing is not remembered: the client may
 // try again. With a KeyJournal the reply is durable before Once returns it.
-func (h *Hub) Once(session, key string, digest [32]byte, publish func() (r Reply, published bool)) (r Reply, replayed bool, err error) {
+func (h *Hub) OnceAs(peer share.Peer, session, key string, digest [32]byte, publish func() (r Reply, published bool)) (r Reply, replayed bool, err error) {
 	k := tableKey(session, key)
 	t := &h.keys
+	acct := t.pool.Account(peer)
 	h.pruneKeys(time.Now())
 	for {
 		t.mu.Lock()
@@ -121,21 +211,28 @@ func (h *Hub) Once(session, key string, digest [32]byte, publish func() (r Reply
 	r, published := publish()
 	kj := h.keyJournal()
 	var rec []byte
+	var gone []*keyEntry
 	t.mu.Lock()
 	switch {
 	case t.entries[k] != e:
 		// Forgotten meanwhile: the session was deleted.
 	case published:
-		e.reply, e.at, e.kept = r, time.Now(), true
+		var room bool
+		if gone, room = t.makeRoomLocked(acct); !room {
+			delete(t.entries, k) // the reply stands, but is not remembered
+			break
+		}
+		e.reply, e.at, e.kept, e.acct = r, time.Now(), true, acct
 		t.order = append(t.order, e)
 		if kj != nil {
-			rec, _ = json.Marshal(keyRecord{At: e.at.UnixNano(), Digest: digest, Reply: r})
+			rec, _ = json.Marshal(keyRecord{At: e.at.UnixNano(), Digest: digest, Reply: r, Peer: peer.String()})
 		}
 	default:
 		delete(t.entries, k)
 	}
 	close(e.done)
 	t.mu.Unlock()
+	h.dropKeys(gone)
 	if rec != nil {
 		// The events are published: failing to store the key costs only
 		// a retry's safety across a restart, so the reply stands.
@@ -146,18 +243,15 @@ func (h *Hub) Once(session, key string, digest [32]byte, publish func() (r Reply
 	return r, false, nil
 }
 
-// pruneKeys forgets the keys older than the window, and the oldest past
-// maxKeys.
+// pruneKeys forgets the keys older than the window.
 func (h *Hub) pruneKeys(now time.Time) {
 	t := &h.keys
 	t.mu.Lock()
 	var gone []*keyEntry
 	n := 0
-	for n < len(t.order) && (now.Sub(t.order[n].at) >= t.window || len(t.order)-n > maxKeys) {
+	for n < len(t.order) && now.Sub(t.order[n].at) >= t.window {
 		e := t.order[n]
-		if k := tableKey(e.session, e.key); t.entries[k] == e {
-			delete(t.entries, k)
-		}
+		t.forgetLocked(e)
 		gone = append(gone, e)
 		n++
 	}
@@ -166,6 +260,11 @@ func (h *Hub) pruneKeys(now time.Time) {
 		t.order = t.order[n:]
 	}
 	t.mu.Unlock()
+	h.dropKeys(gone)
+}
+
+// dropKeys forgets entries already out of the table in the KeyJournal.
+func (h *Hub) dropKeys(gone []*keyEntry) {
 	kj := h.keyJournal()
 	if kj == nil || len(gone) == 0 {
 		return
@@ -191,7 +290,13 @@ func (h *Hub) dropSessionKeys(session string) {
 			delete(t.entries, k)
 		}
 	}
-	t.order = slices.DeleteFunc(t.order, func(e *keyEntry) bool { return e.session == session })
+	t.order = slices.DeleteFunc(t.order, func(e *keyEntry) bool {
+		if e.session != session {
+			return false
+		}
+		t.forgetLocked(e)
+		return true
+	})
 	t.mu.Unlock()
 	if kj := h.keyJournal(); kj != nil {
 		if err := kj.DropKeys(session, nil); err != nil {
@@ -222,7 +327,11 @@ func (h *Hub) loadKeys(now time.Time) error {
 		}
 		done := make(chan struct{})
 		close(done)
-		e := &keyEntry{session: session, key: key, digest: rec.Digest, at: at, reply: rec.Reply, kept: true, done: done}
+		// Granted before the restart: it counts on its peer's share even
+		// past it.
+		acct := t.pool.Account(restoredPeer(rec.Peer))
+		acct.Force(1)
+		e := &keyEntry{session: session, key: key, digest: rec.Digest, at: at, reply: rec.Reply, kept: true, acct: acct, done: done}
 		t.entries[tableKey(session, key)] = e
 		t.order = append(t.order, e)
 	})

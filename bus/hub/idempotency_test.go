@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/localbus/localbus/bus/hub"
+	"github.com/localbus/localbus/bus/share"
 )
 
 // TestOnceForgetsAKeyAfterTheWindow: within the idempotency window a key
@@ -24,7 +25,7 @@ func TestOnceForgetsAKeyAfterTheWindow(t *testing.T) {
 		}
 		once := func() (hub.Reply, bool) {
 			t.Helper()
-			r, replayed, err := h.Once("s", "k", [32]byte{}, publish)
+			r, replayed, err := h.OnceAs(share.Unknown, "s", "k", [32]byte{}, publish)
 			if err != nil {
 				t.Fatal(err)
 			}

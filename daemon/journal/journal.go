@@ -837,24 +837,30 @@ func (j *Journal) Sessions() []string {
 // session the journal does not hold is created, on a new epoch, with
 // ringSize; for one it holds, ringSize is ignored.
 func (j *Journal) OpenBus(session string, ringSize int) (bus.Store, string, int, error) {
-	return j.openBus(session, ringSize, false)
+	return j.openBus(session, ringSize, false, "")
 }
 
-// OpenAutoBus is OpenBus of a session a publish creates, with the
-// default ring size: the journal remembers it as such (see Auto).
-func (j *Journal) OpenAutoBus(session string) (bus.Store, string, int, error) {
-	return j.openBus(session, 0, true)
+// OpenAutoBus is OpenBus of a session a publish by peer creates, with the
+// default ring size: the journal remembers it as such, and peer with it
+// (see Auto).
+func (j *Journal) OpenAutoBus(session, peer string) (bus.Store, string, int, error) {
+	return j.openBus(session, 0, true, peer)
 }
 
-// Auto reports whether session was created by OpenAutoBus.
-func (j *Journal) Auto(session string) bool {
+// Auto reports whether session was created by OpenAutoBus, and the peer
+// stored with it: "" when the state dir was written before peers were
+// stored.
+func (j *Journal) Auto(session string) (peer string, auto bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	num, ok := j.names[session]
-	return ok && j.metas[num].Auto
+	if !ok || !j.metas[num].Auto {
+		return "", false
+	}
+	return j.metas[num].Peer, true
 }
 
-func (j *Journal) openBus(session string, ringSize int, auto bool) (bus.Store, string, int, error) {
+func (j *Journal) openBus(session string, ringSize int, auto bool, peer string) (bus.Store, string, int, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
@@ -865,7 +871,7 @@ func (j *Journal) openBus(session string, ringSize int, auto bool) (bus.Store, s
 		return j.stores[num], m.Epoch, m.RingSize, nil
 	}
 	num := j.nextNum
-	m := &busMeta{Session: session, Global: session == "", Epoch: bus.NewEpoch(), RingSize: ringSize, Auto: auto}
+	m := &busMeta{Session: session, Global: session == "", Epoch: bus.NewEpoch(), RingSize: ringSize, Auto: auto, Peer: peer}
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		if err := putMeta(tx, num, m); err != nil {
 			return err

@@ -52,6 +52,9 @@ type busMeta struct {
 	RingSize int    `json:"ringSize,omitempty"`
 	LastID   uint64 `json:"lastId"`
 	Auto     bool   `json:"auto,omitempty"` // created by a publish (hub.AutoJournal)
+	// Peer is whose publish created an Auto bus (share.Peer's text);
+	// absent in a state dir written before it was stored: unknown.
+	Peer string `json:"peer,omitempty"`
 }
 
 func getMeta(tx *bolt.Tx, num uint64) (*busMeta, error) {
