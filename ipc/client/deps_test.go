@@ -9,14 +9,15 @@ import (
 
 // TestClientDoesNotLinkTheServer guards SPEC §1: an application that links
 // the Go client links the shared vocabulary (ipc/wire), the frame types of
-// bus, the WebSocket library and the standard library, and nothing of the
+// bus (with bus/share, the pure package of its fair shares), the
+// WebSocket library and the standard library, and nothing of the
 // server: not the router, the daemon, the hub, the journal's bbolt or
 // Prometheus.
 func TestClientDoesNotLinkTheServer(t *testing.T) {
 	t.Parallel()
 	const mod = "github.com/localbus/localbus/"
 	forbidden := []string{mod + "ipc", mod + "daemon", mod + "bus/hub", "go.etcd.io/bbolt", "github.com/prometheus"}
-	allowed := []string{mod + "ipc/client", mod + "ipc/wire", mod + "bus", "github.com/coder/websocket"}
+	allowed := []string{mod + "ipc/client", mod + "ipc/wire", mod + "bus", mod + "bus/share", "github.com/coder/websocket"}
 	under := func(path, root string) bool { return path == root || strings.HasPrefix(path, root+"/") }
 	for _, d := range ipctest.Deps(t, ".") {
 		path := d.Path
