@@ -4,38 +4,54 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
+	"slices"
 	"sync"
+	"time"
 
+	"github.com/localbus/localbus/bus/share"
 	"github.com/localbus/localbus/ipc/wire"
 )
 
-// Request bodies (SPEC §2, memory budget): a body larger than
-// max_body_bytes is refused with 413 before any of it is read when its
-// Content-Length says so, and the bodies being read at once share
-// max_inflight_body_bytes: a request that would pass it is refused with
-// 503 busy and Retry-After, so that many large requests at once cannot
-// take the daemon's memory.
+// Request bodies (SPEC §2, memory budget and fair shares): a body larger
+// than max_body_bytes is refused with 413 before any of it is read when its
+// Content-Length says so. The bodies being read at once share
+// max_inflight_body_bytes, a pool with fair shares (PoolBodyBytes): each
+// byte counts on its peer's account once it is read, never before (a
+// declared Content-Length reserves nothing), and a read that would pass the
+// peer's share, or the pool, is refused with 503 busy and Retry-After. A
+// body larger than the peer's share on its own is a 413 instead: it could
+// never fit. A whole body must also keep coming: one slower than 64 KiB/s,
+// averaged over each 5 s after its first 5 s, is cut with 408
+// body_too_slow (a streaming publish, which may wait for its next line,
+// is held to the idle limit instead).
 
-// errBusy refuses a body past the in-flight budget.
-var errBusy = errorf(http.StatusServiceUnavailable, wire.CodeBusy, "the daemon is reading as many request bodies as it allows at once; retry shortly")
+// PoolBodyBytes names the pool of request body bytes being read, in
+// refusals and metrics.
+const PoolBodyBytes = "body_bytes"
 
-// reserveBody takes n bytes of the in-flight body budget and reports
-// whether it could: a body is always allowed when no other is in flight.
-func (h *Handler) reserveBody(n int64) bool {
-	limit := h.options().MaxInflightBodyBytes
-	for {
-		cur := h.inflight.Load()
-		if cur > 0 && cur+n > limit {
-			return false
-		}
-		if h.inflight.CompareAndSwap(cur, cur+n) {
-			return true
-		}
+// The slow-body rule: after its first window, every window of a body must
+// bring at least minBodyRate bytes a second.
+const (
+	// DefaultSlowBodyWindow is Options.SlowBodyWindow's default.
+	DefaultSlowBodyWindow = 5 * time.Second
+	minBodyRate           = 64 << 10
+)
+
+// busyError refuses a body read past the in-flight pool or the peer's
+// share of it (r, nil for the no-shares case of a pool full of privileged
+// bodies).
+func busyError(r *share.Refusal) *Error {
+	e := errorf(http.StatusServiceUnavailable, wire.CodeBusy, "the daemon is reading as many request bodies as it allows at once; retry shortly")
+	if r != nil && r.Kind == share.ByShare {
+		e = errorf(http.StatusServiceUnavailable, wire.CodeBusy, "this peer's request bodies being read hold its share of the daemon's budget (%d bytes); retry once they are done", r.Limit)
 	}
+	e.refusal = r
+	return e
 }
 
-// releaseBody gives n bytes back to the in-flight budget.
-func (h *Handler) releaseBody(n int64) { h.inflight.Add(-n) }
+// bodyAccount returns c's account of the in-flight body bytes.
+func (h *Handler) bodyAccount(c Caller) *share.Account { return h.bodies.Account(c.Share) }
 
 // bodyPool keeps publish bodies' buffers, up to maxPooledBody each: a
 // batch of a thousand events is a few hundred KiB, which io.ReadAll would
@@ -44,84 +60,221 @@ var bodyPool sync.Pool
 
 const maxPooledBody = 1 << 20
 
-// A body is a request body read whole under the in-flight budget; done
-// returns its buffer and its share of the budget.
+// A body is a request body read whole, its bytes on its peer's account of
+// the in-flight pool; done gives back its buffer and its bytes.
 type body struct {
-	b        []byte
-	reserved int64
-	h        *Handler
+	b    []byte
+	acct *share.Account
+	held int64 // bytes on acct
 }
 
 func (b *body) done() {
-	b.h.releaseBody(b.reserved)
-	b.reserved = 0
+	if b.acct != nil {
+		b.acct.Release(b.held)
+	}
+	b.held = 0
 	if buf := b.b; buf != nil && cap(buf) <= maxPooledBody {
 		bodyPool.Put(&buf)
 	}
 	b.b = nil
 }
 
-// readBody reads a request body of at most limit bytes, under the
-// in-flight budget. The caller calls done on the body it returns, once
-// nothing refers to its bytes.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, limit int64) (*body, error) {
-	if r.ContentLength > limit {
-		w.Header().Set("Connection", "close")
-		return nil, errorf(http.StatusRequestEntityTooLarge, wire.CodeBodyTooLarge, "request body of %d bytes; at most %d", r.ContentLength, limit)
+// take counts n more bytes of the body on its account, or refuses them.
+func (b *body) take(n int64) error {
+	if err := b.acct.Acquire(n); err != nil {
+		var r *share.Refusal
+		errors.As(err, &r)
+		return busyError(r)
 	}
-	rd := http.MaxBytesReader(w, r.Body, limit)
-	bd := &body{h: h}
-	if r.ContentLength < 0 {
-		// Unknown length: the budget is taken as the bytes arrive.
-		b, err := io.ReadAll(&budgetReader{r: rd, bd: bd})
-		if err != nil {
-			bd.done()
-			if errors.Is(err, errBusy) {
-				w.Header().Set("Connection", "close")
-			}
-			return nil, err
+	b.held += n
+	return nil
+}
+
+// readBody reads the request body of caller c, of at most limit bytes
+// (and at most c's share of the in-flight pool), counting its bytes as
+// they arrive, under the slow-body rule. The caller calls done on the body
+// it returns, once nothing refers to its bytes.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, c Caller, limit int64) (*body, error) {
+	bd := &body{acct: h.bodyAccount(c)}
+	own := bd.acct.Limit()
+	if r.ContentLength > limit || (r.ContentLength > own && own < limit) {
+		w.Header().Set("Connection", "close")
+		return nil, tooLarge(r.ContentLength, limit, own)
+	}
+	limit = min(limit, max(own, 1))
+	rd := &bodyReader{r: http.MaxBytesReader(w, r.Body, limit), slow: h.slowGuard(w, r)}
+	var err error
+	if r.ContentLength > 0 && r.ContentLength <= maxPooledBody {
+		if p, ok := bodyPool.Get().(*[]byte); ok && cap(*p) >= int(r.ContentLength) {
+			bd.b = (*p)[:0]
 		}
-		bd.b = b
-		return bd, nil
 	}
-	if !h.reserveBody(r.ContentLength) {
-		w.Header().Set("Connection", "close")
-		return nil, errBusy
+	if bd.b == nil {
+		size := int64(64 << 10)
+		if r.ContentLength >= 0 {
+			size = min(max(r.ContentLength, 512), maxPooledBody)
+		}
+		bd.b = make([]byte, 0, size)
 	}
-	bd.reserved = r.ContentLength
-	if r.ContentLength > maxPooledBody {
-		bd.b = make([]byte, r.ContentLength)
-	} else if p, ok := bodyPool.Get().(*[]byte); ok && cap(*p) >= int(r.ContentLength) {
-		bd.b = (*p)[:r.ContentLength]
-	} else {
-		bd.b = make([]byte, r.ContentLength, max(r.ContentLength, 64<<10))
-	}
-	if _, err := io.ReadFull(rd, bd.b); err != nil {
+	bd.b, err = rd.readAll(bd, bd.b, r.ContentLength)
+	if err != nil {
 		bd.done()
+		var e *Error
+		if errors.As(err, &e) && (e.Code == wire.CodeBusy || e.Code == wire.CodeBodyTooSlow) {
+			w.Header().Set("Connection", "close")
+		}
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			err = errorf(http.StatusBadRequest, wire.CodeInvalidBody, "the body is shorter than its Content-Length")
 		}
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) && mbe.Limit < h.options().MaxBodyBytes {
+			err = tooLarge(-1, h.options().MaxBodyBytes, own)
+		}
 		return nil, err
 	}
-	// Anything past Content-Length: net/http reports it as the end of the
-	// body, which is all a well-formed request has.
 	return bd, nil
 }
 
-// budgetReader takes the in-flight budget for each read of a body of
-// unknown length.
-type budgetReader struct {
-	r  io.Reader
-	bd *body
+// tooLarge refuses a body of n bytes (-1: its length is not known) past
+// limit, or past a peer's share of the in-flight pool, own.
+func tooLarge(n, limit, own int64) *Error {
+	if own < limit {
+		if n < 0 {
+			return errorf(http.StatusRequestEntityTooLarge, wire.CodeBodyTooLarge, "request body larger than %d bytes, this peer's share of the bodies the daemon reads at once (peer_share)", own)
+		}
+		return errorf(http.StatusRequestEntityTooLarge, wire.CodeBodyTooLarge, "request body of %d bytes; at most %d for this peer, its share of the bodies the daemon reads at once (peer_share)", n, own)
+	}
+	return errorf(http.StatusRequestEntityTooLarge, wire.CodeBodyTooLarge, "request body of %d bytes; at most %d", n, limit)
 }
 
-func (br *budgetReader) Read(p []byte) (int, error) {
-	n, err := br.r.Read(p)
-	if n > 0 {
-		if !br.bd.h.reserveBody(int64(n)) {
-			return 0, errBusy
+// bodyReader reads a whole body into a buffer that grows as its bytes
+// arrive, counting each read on the body's account.
+type bodyReader struct {
+	r    io.Reader
+	slow *slowGuard // nil: no slow-body rule (the connection has no deadlines)
+}
+
+// readAll appends the body to buf: want bytes when want ≥ 0 (a shorter
+// body is io.ErrUnexpectedEOF), else up to its end.
+func (br *bodyReader) readAll(bd *body, buf []byte, want int64) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			grow := max(cap(buf), 512)
+			if want >= 0 {
+				grow = int(min(int64(grow), want-int64(len(buf))))
+				if grow == 0 {
+					return buf, nil // all of Content-Length: anything past it is not the body
+				}
+			}
+			buf = slices.Grow(buf, grow)
 		}
-		br.bd.reserved += int64(n)
+		n, err := br.r.Read(buf[len(buf):cap(buf)])
+		if n > 0 {
+			if terr := bd.take(int64(n)); terr != nil {
+				return buf, terr
+			}
+			buf = buf[:len(buf)+n]
+		}
+		if br.slow != nil {
+			if serr := br.slow.check(n, err); serr != nil {
+				return buf, serr
+			}
+		}
+		switch {
+		case err == io.EOF && want >= 0 && int64(len(buf)) < want:
+			return buf, io.ErrUnexpectedEOF
+		case err == io.EOF:
+			return buf, nil
+		case err != nil:
+			return buf, err
+		}
 	}
-	return n, err
+}
+
+// slowGuard applies the slow-body rule to one body with its connection's
+// read deadline: window 0 (the first Options.SlowBodyWindow once the
+// headers arrived) asks nothing; each window after it must bring
+// minBodyRate bytes a second. The deadline is the end of the first window
+// not yet satisfied (or the body timeout's, if sooner), so a read blocked
+// past it is a window that failed.
+type slowGuard struct {
+	rc       *http.ResponseController
+	start    time.Time
+	window   time.Duration
+	need     int64     // bytes a window must bring
+	timeout  time.Time // the body timeout's deadline; zero for none
+	cur      int       // the window bytes are counted for
+	got      int64     // bytes of window cur
+	deadline time.Time // the read deadline set; it cuts a slow body when before timeout
+}
+
+// slowGuard returns the guard of r's body, or nil when its connection has
+// no read deadlines to enforce it with.
+func (h *Handler) slowGuard(w http.ResponseWriter, r *http.Request) *slowGuard {
+	tb, ok := r.Body.(*timedBody)
+	if !ok {
+		return nil
+	}
+	win := h.options().SlowBodyWindow
+	g := &slowGuard{
+		rc: http.NewResponseController(w), start: tb.start, window: win, timeout: tb.deadline,
+		need: int64(win.Seconds() * minBodyRate),
+	}
+	g.arm(time.Now())
+	return g
+}
+
+// arm sets the read deadline for the window after the last satisfied one.
+func (g *slowGuard) arm(now time.Time) {
+	w := g.cur + 1
+	if g.cur == 0 || g.got >= g.need {
+		w = g.cur + 2 // cur is satisfied: the next one must be by its end
+	}
+	d := g.start.Add(time.Duration(w) * g.window)
+	if !g.timeout.IsZero() && g.timeout.Before(d) {
+		d = g.timeout
+	}
+	if !d.Equal(g.deadline) {
+		g.deadline = d
+		g.rc.SetReadDeadline(d)
+	}
+}
+
+// check counts a read of n bytes that returned err, and returns the 408
+// body_too_slow error when the body broke the rule.
+func (g *slowGuard) check(n int, err error) error {
+	now := time.Now()
+	w := int(now.Sub(g.start) / g.window)
+	if w > g.cur {
+		// A window ended: the one counted, and any skipped, must have
+		// been satisfied (window 0 needs nothing).
+		if (g.cur > 0 && g.got < g.need) || w > g.cur+1 {
+			return g.tooSlow()
+		}
+		g.cur, g.got = w, 0
+	}
+	if g.cur > 0 {
+		g.got += int64(n)
+	}
+	if isTimeout(err) {
+		if g.timeout.IsZero() || g.deadline.Before(g.timeout) {
+			return g.tooSlow()
+		}
+		return nil // the body timeout's: timedBody's error stands
+	}
+	if err == nil {
+		g.arm(now)
+	}
+	return nil
+}
+
+func (g *slowGuard) tooSlow() error {
+	return errorf(http.StatusRequestTimeout, wire.CodeBodyTooSlow, "the request body came slower than %d KiB/s over %v", minBodyRate>>10, g.window)
+}
+
+// isTimeout reports whether err is a read that hit the connection's read
+// deadline (timedBody reports it as body_timeout).
+func isTimeout(err error) bool {
+	var e *Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &e) && e.Code == wire.CodeBodyTimeout
 }

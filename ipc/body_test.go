@@ -60,10 +60,11 @@ func TestBodyOverLimitIsRefusedBeforeReading(t *testing.T) {
 	srv.Publish(t, "s", ipctest.Event{Type: "t:a", Data: "1"})
 }
 
-// TestInflightBodiesAreCapped: while one body holds most of
+// TestInflightBodiesAreCapped: a body's bytes count once read, never
+// reserved from its Content-Length; while one body holds most of
 // max_inflight_body_bytes, another large one is refused with 503 busy and
-// Retry-After, a small one goes through, and once the first is done the
-// large one is taken again.
+// Retry-After as its bytes arrive, a small one goes through, and once the
+// first is done the large one is taken again.
 func TestInflightBodiesAreCapped(t *testing.T) {
 	const limit = 1 << 20
 	srv := ipctest.New(t, ipctest.Options{Hub: hubOpts(), Handler: ipc.Options{MaxBodyBytes: limit, MaxInflightBodyBytes: limit, BodyTimeout: time.Minute}})
@@ -83,20 +84,29 @@ func TestInflightBodiesAreCapped(t *testing.T) {
 		}
 		return r
 	}
-	ipctest.Eventually(t, ipctest.Wait, "the held body in flight", func() bool {
-		return srv.Handler.InflightBodyBytes() >= int64(big)
+	ipctest.Eventually(t, ipctest.Wait, "the held body's first byte counted", func() bool {
+		return srv.Handler.InflightBodyBytes() == 1
 	})
-	// Headers alone: the refusal comes before any of the body is read.
-	br, _ := rawPost(t, srv, "/api/v1/sessions/other/events", big, nil)
+	rest(payload[1 : big-1])
+	ipctest.Eventually(t, ipctest.Wait, "the held body in flight", func() bool {
+		return srv.Handler.InflightBodyBytes() == int64(big-1)
+	})
+	br, _ := rawPost(t, srv, "/api/v1/sessions/other/events", big, payload)
 	refused := readHTTPReply(t, br)
 	if refused.Status != http.StatusServiceUnavailable || refused.ErrorBody(t).Error.Code != wire.CodeBusy || refused.Header.Get("Retry-After") == "" {
 		t.Fatalf("second large body = %d %s (Retry-After %q), want 503 busy with Retry-After", refused.Status, refused.Body, refused.Header.Get("Retry-After"))
 	}
+	if _, ok := srv.Hub.Session("other"); ok {
+		t.Error("the refused publish created its session")
+	}
 	srv.Publish(t, "small", ipctest.Event{Type: "t:a", Data: "1"})
-	rest(payload[1:])
+	rest(payload[big-1:])
 	if r := readHTTPReply(t, held); r.Status != http.StatusOK {
 		t.Fatalf("held publish = %d %s", r.Status, r.Body)
 	}
+	ipctest.Eventually(t, ipctest.Wait, "the bodies' bytes given back", func() bool {
+		return srv.Handler.InflightBodyBytes() == 0
+	})
 	if r := other(); r.Status != http.StatusOK {
 		t.Fatalf("large body once the first is done = %d %s, want 200", r.Status, r.Body)
 	}

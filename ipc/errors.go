@@ -8,6 +8,7 @@ import (
 
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/bus/hub"
+	"github.com/localbus/localbus/bus/share"
 	"github.com/localbus/localbus/ipc/wire"
 )
 
@@ -19,6 +20,9 @@ type Error struct {
 	Code    string // machine-readable, e.g. "invalid_type", "not_found"
 	Message string // for people
 	cause   error  // an internal error's detail: logged, never sent
+	// refusal is the fair-shares refusal behind the error, if any: counted
+	// in localbus_share_refusals_total by pool and share.
+	refusal *share.Refusal
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("ipc: %d %s: %s", e.Status, e.Code, e.Message) }
@@ -37,6 +41,12 @@ func asError(err error) *Error {
 	var ie *bus.InputError
 	if errors.As(err, &ie) {
 		return &Error{Status: http.StatusBadRequest, Code: "invalid_" + ie.Field, Message: ie.Message()}
+	}
+	var r *share.Refusal
+	if errors.As(err, &r) {
+		e := shareError(r, err)
+		e.refusal = r
+		return e
 	}
 	switch {
 	case errors.Is(err, hub.ErrNotFound), errors.Is(err, bus.ErrClosed):
@@ -66,6 +76,23 @@ func asError(err error) *Error {
 	// daemon's internals: it goes to the log (ServeHTTP), the client gets
 	// a generic message.
 	return &Error{Status: http.StatusInternalServerError, Code: wire.CodeInternal, Message: "internal error; the daemon's log has the details", cause: err}
+}
+
+// shareError is the answer to a draw a pool with fair shares refused:
+// the pool's own refusal, saying whose share it was.
+func shareError(r *share.Refusal, err error) *Error {
+	if r.Kind != share.ByShare {
+		return asError(errors.Unwrap(r))
+	}
+	switch {
+	case errors.Is(err, hub.ErrAutoSessionLimit):
+		return errorf(http.StatusTooManyRequests, wire.CodeSessionLimit, "this peer holds its share of the sessions a publish may create (%d, peer_share); publish to sessions it has, or let some expire", r.Limit)
+	case errors.Is(err, bus.ErrSubscriberLimit):
+		return errorf(http.StatusTooManyRequests, wire.CodeSubscriberLimit, "this peer holds its share of the bus's subscribers (%d, peer_share)", r.Limit)
+	}
+	e := asError(errors.Unwrap(r))
+	e.Message = fmt.Sprintf("this peer holds its share (%d, peer_share): %s", r.Limit, e.Message)
+	return e
 }
 
 // writeError answers with err as a JSON error body.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"strings"
@@ -53,10 +54,22 @@ type Options struct {
 	// refused with 413 before any of it is read.
 	MaxBodyBytes int64
 	// MaxInflightBodyBytes caps the request bodies being read at once,
-	// across every request (streaming publishes count their line
-	// buffers); past it a request is refused with 503 busy and
-	// Retry-After. Default 64 MiB. One body alone is always allowed.
+	// across every request, counted as their bytes are read (streaming
+	// publishes count their line buffers): a pool with fair shares (see
+	// PeerShare); past it a request is refused with 503 busy and
+	// Retry-After. Default 64 MiB. A body larger than what its peer may
+	// hold is a 413.
 	MaxInflightBodyBytes int64
+	// PeerShare is the fraction of each pool the router keeps (body bytes
+	// in flight, outstanding tickets, streams open in total) that one
+	// peer other than a privileged one (Caller.Share) may hold, at least
+	// one unit (SPEC §2, fair shares; see package share). Default 0: no
+	// shares; the daemon sets peer_share.
+	PeerShare float64
+	// SlowBodyWindow is the window of the slow-body rule: after its first
+	// window, a whole body slower than 64 KiB/s over a window is cut with
+	// 408 body_too_slow. Default 5 s (SPEC §2); tests shorten it.
+	SlowBodyWindow time.Duration
 	// Keepalive is the SSE comment / WebSocket ping interval; default 15 s.
 	Keepalive time.Duration
 	// WriteTimeout bounds one write of a stream's queued frames, so a peer
@@ -132,6 +145,9 @@ func (o *Options) fill() {
 	if o.BodyTimeout <= 0 {
 		o.BodyTimeout = DefaultBodyTimeout
 	}
+	if o.SlowBodyWindow <= 0 {
+		o.SlowBodyWindow = DefaultSlowBodyWindow
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -174,9 +190,12 @@ type Handler struct {
 	drainCtx    context.Context
 	drainCancel context.CancelFunc
 	streams     sync.WaitGroup
-	open        atomic.Int64 // streams open now, for MaxStreams
-	inflight    atomic.Int64 // bytes of request bodies being read, for MaxInflightBodyBytes
-	metrics     *metrics
+	// open holds one unit per stream open now, on its peer's account
+	// (MaxStreams); bodies the bytes of request bodies being read
+	// (MaxInflightBodyBytes). Both follow PeerShare.
+	open     *share.Pool
+	bodies   *share.Pool
+	metrics  *metrics
 	tickets     *access.TicketStore
 	// refusalLimiter keeps refused requests from flooding the log.
 	refusalLimiter rateLimiter
@@ -186,6 +205,8 @@ type Handler struct {
 func New(opts Options) *Handler {
 	h := &Handler{mux: http.NewServeMux(), refusalLimiter: rateLimiter{interval: time.Second}}
 	h.drainCtx, h.drainCancel = context.WithCancel(context.Background())
+	h.open = share.NewPool(share.Options{Name: PoolStreams, Err: bus.ErrSubscriberLimit})
+	h.bodies = share.NewPool(share.Options{Name: PoolBodyBytes})
 	h.tickets = opts.Tickets
 	if h.tickets == nil {
 		h.tickets = access.NewTicketStore(access.TicketOptions{})
@@ -212,10 +233,21 @@ func New(opts Options) *Handler {
 // on: the keys that granted them may be gone.
 func (h *Handler) SetOptions(opts Options) {
 	opts.fill()
+	streams := int64(opts.MaxStreams)
+	if streams <= 0 {
+		streams = math.MaxInt64 // no limit beyond each bus's own
+	}
+	h.open.SetLimit(streams, opts.PeerShare)
+	h.bodies.SetLimit(opts.MaxInflightBodyBytes, opts.PeerShare)
+	h.tickets.SetShare(opts.PeerShare)
 	if h.opts.Swap(&opts) != nil {
 		h.tickets.Clear()
 	}
 }
+
+// PoolStreams names the pool of streams open on every bus together
+// (max_subscribers_total), in refusals and metrics.
+const PoolStreams = "streams"
 
 func (h *Handler) options() *Options { return h.opts.Load() }
 
@@ -307,6 +339,9 @@ func headerBytes(r *http.Request) int64 {
 type timedBody struct {
 	io.ReadCloser
 	timeout time.Duration
+	// start is when the body could begin (its headers were read), and
+	// deadline when BodyTimeout ends it: for the slow-body rule.
+	start, deadline time.Time
 }
 
 func (b *timedBody) Read(p []byte) (int, error) {
@@ -322,8 +357,10 @@ func limitBodyTime(w http.ResponseWriter, r *http.Request, o *Options) {
 	if r.Method == http.MethodGet || r.Body == nil || r.Body == http.NoBody {
 		return
 	}
-	if http.NewResponseController(w).SetReadDeadline(time.Now().Add(o.BodyTimeout)) == nil {
-		r.Body = &timedBody{ReadCloser: r.Body, timeout: o.BodyTimeout}
+	now := time.Now()
+	deadline := now.Add(o.BodyTimeout)
+	if http.NewResponseController(w).SetReadDeadline(deadline) == nil {
+		r.Body = &timedBody{ReadCloser: r.Body, timeout: o.BodyTimeout, start: now, deadline: deadline}
 	}
 }
 

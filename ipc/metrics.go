@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/share"
 )
 
 // metrics are the router's Prometheus metrics (GET /metrics): bus figures
@@ -20,6 +21,7 @@ type metrics struct {
 	publishSeconds prometheus.Histogram
 	requests       *prometheus.CounterVec
 	refusals       *prometheus.CounterVec
+	shareRefusals  *prometheus.CounterVec
 	handler        http.Handler
 
 	// counters caches the children of requests and refusals, so that
@@ -27,7 +29,8 @@ type metrics struct {
 	counters sync.Map // metricKey → prometheus.Counter
 }
 
-// metricKey names a child of requests (kind 0) or refusals (kind 1).
+// metricKey names a child of requests (kind 0), refusals (kind 1) or
+// shareRefusals (kind 2).
 type metricKey struct {
 	kind int
 	a, b string
@@ -51,8 +54,12 @@ func newMetrics(h *Handler, reg *prometheus.Registry) *metrics {
 			Name: "localbus_refusals_total",
 			Help: "Requests refused, by reason (auth, limit, bad_input, disk_full, unavailable, internal) and error code.",
 		}, []string{"reason", "code"}),
+		shareRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "localbus_share_refusals_total",
+			Help: "Draws on a pool with fair shares refused, by pool (body_bytes, tickets, auto_sessions, subscribers, streams) and share (peer: the peer held its share; pool: the pool was full).",
+		}, []string{"pool", "share"}),
 	}
-	reg.MustRegister(m.publishSeconds, m.requests, m.refusals, busCollector{h})
+	reg.MustRegister(m.publishSeconds, m.requests, m.refusals, m.shareRefusals, busCollector{h})
 	reg.MustRegister(h.options().Metrics...)
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	return m
@@ -68,13 +75,21 @@ func (m *metrics) refused(reason, code string) {
 	m.counter(metricKey{1, reason, code}).Inc()
 }
 
+// shareRefused counts one draw a pool with fair shares refused.
+func (m *metrics) shareRefused(r *share.Refusal) {
+	m.counter(metricKey{2, r.Pool, r.Kind.String()}).Inc()
+}
+
 func (m *metrics) counter(k metricKey) prometheus.Counter {
 	if c, ok := m.counters.Load(k); ok {
 		return c.(prometheus.Counter)
 	}
 	vec := m.requests
-	if k.kind == 1 {
+	switch k.kind {
+	case 1:
 		vec = m.refusals
+	case 2:
+		vec = m.shareRefusals
 	}
 	c, _ := m.counters.LoadOrStore(k, vec.WithLabelValues(k.a, k.b))
 	return c.(prometheus.Counter)
@@ -101,10 +116,11 @@ var (
 	descRingEvents = prometheus.NewDesc("localbus_ring_events", "Events held in replay rings.", []string{"bus"}, nil)
 	descRingBytes  = prometheus.NewDesc("localbus_ring_bytes", "Encoded bytes held in replay rings.", []string{"bus"}, nil)
 	descSessions   = prometheus.NewDesc("localbus_sessions", "Sessions now.", nil, nil)
+	descForgotten  = prometheus.NewDesc("localbus_idempotency_keys_forgotten_total", "Idempotency keys forgotten before their window ended to make room, by share (peer: past the peer's share; pool: past the pool's limit).", []string{"share"}, nil)
 )
 
 func (c busCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPublished, descDelivered, descEvicted, descSlow, descGaps, descReplayed, descSubs, descRingEvents, descRingBytes, descSessions} {
+	for _, d := range []*prometheus.Desc{descPublished, descDelivered, descEvicted, descSlow, descGaps, descReplayed, descSubs, descRingEvents, descRingBytes, descSessions, descForgotten} {
 		ch <- d
 	}
 }
@@ -112,6 +128,9 @@ func (c busCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c busCollector) Collect(ch chan<- prometheus.Metric) {
 	t := c.h.options().Hub.Totals()
 	ch <- prometheus.MustNewConstMetric(descSessions, prometheus.GaugeValue, float64(t.Count))
+	byShare, byPool := c.h.options().Hub.KeysForgotten()
+	ch <- prometheus.MustNewConstMetric(descForgotten, prometheus.CounterValue, float64(byShare), share.ByShare.String())
+	ch <- prometheus.MustNewConstMetric(descForgotten, prometheus.CounterValue, float64(byPool), share.ByPool.String())
 	for _, b := range []struct {
 		label string
 		st    *bus.Stats

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/localbus/localbus/bus/share"
 	"github.com/localbus/localbus/ipc/wire"
 )
 
@@ -22,6 +23,9 @@ type reqWriter struct {
 	code   string // the JSON error code answered, if any
 	cause  error  // the detail of an internal error, for the log only
 	caller Caller // who made the request, once authenticated
+	// refusal is the fair-shares refusal the request was answered with,
+	// if any.
+	refusal *share.Refusal
 }
 
 func (w *reqWriter) WriteHeader(status int) {
@@ -58,7 +62,7 @@ func reqWriterOf(w http.ResponseWriter) *reqWriter {
 // noteError records the error a request is answered with.
 func noteError(w http.ResponseWriter, e *Error) {
 	if rw := reqWriterOf(w); rw != nil {
-		rw.code, rw.cause = e.Code, e.cause
+		rw.code, rw.cause, rw.refusal = e.Code, e.cause, e.refusal
 	}
 }
 
@@ -119,6 +123,9 @@ func (h *Handler) observe(r *http.Request, rw *reqWriter, route string) {
 		reason = reasonLimit // a 503, but the cap on bodies in flight refused it
 	}
 	h.metrics.refused(reason, code)
+	if rw.refusal != nil {
+		h.metrics.shareRefused(rw.refusal)
+	}
 	h.logRefusal(r, rw, status, reason, code)
 }
 
@@ -148,6 +155,9 @@ func (h *Handler) logRefusal(r *http.Request, rw *reqWriter, status int, reason,
 		rw = &reqWriter{}
 	}
 	attrs = append(attrs, peerAttrs(r, rw.caller)...)
+	if rw.refusal != nil {
+		attrs = append(attrs, "pool", rw.refusal.Pool, "share", rw.refusal.Kind.String())
+	}
 	if rw.cause != nil {
 		attrs = append(attrs, "err", rw.cause)
 	}
@@ -155,6 +165,27 @@ func (h *Handler) logRefusal(r *http.Request, rw *reqWriter, status int, reason,
 		attrs = append(attrs, "suppressed", suppressed)
 	}
 	log.Log(context.Background(), level, "refused", attrs...)
+}
+
+// logServed logs, at debug level, a line that a request the router served
+// causes (a malformed Last-Event-ID, a stream opening or closing), naming
+// the peer, under the refusals' limiter: at most one line per kind and
+// peer class a second (the next one says how many were left out), so no
+// client can flood the log with them either.
+func (h *Handler) logServed(r *http.Request, c Caller, msg, kind string, attrs ...any) {
+	log := h.options().Logger
+	if !log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	suppressed, ok := h.refusalLimiter.allow(kind+" "+peerClass(r), time.Now())
+	if !ok {
+		return
+	}
+	attrs = append(attrs, peerAttrs(r, c)...)
+	if suppressed > 0 {
+		attrs = append(attrs, "suppressed", suppressed)
+	}
+	log.Debug(msg, attrs...)
 }
 
 // peerClass is who a refusal is rate-limited for: a Unix socket peer's

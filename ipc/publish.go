@@ -205,7 +205,7 @@ func (h *Handler) servePublish(w http.ResponseWriter, r *http.Request, c Caller)
 		h.publishStream(w, r, r.Body, c, id, originator, ack == wire.AckLine)
 		return
 	}
-	body, err := h.readBody(w, r, o.MaxBodyBytes)
+	body, err := h.readBody(w, r, c, o.MaxBodyBytes)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -231,7 +231,7 @@ func (h *Handler) publishBody(w http.ResponseWriter, r *http.Request, c Caller, 
 		}
 		events[i].Originator = originator
 	}
-	first, last, err := h.publish(id, events)
+	first, last, err := h.publish(c, id, events)
 	if err != nil {
 		writeError(w, err)
 		return false
@@ -256,10 +256,11 @@ func (h *Handler) publishBody(w http.ResponseWriter, r *http.Request, c Caller, 
 	return true
 }
 
-// publish publishes a batch and records its latency.
-func (h *Handler) publish(id string, events []bus.Event) (first, last uint64, err error) {
+// publish publishes a batch of caller c's, on c's share of the sessions
+// a publish creates, and records its latency.
+func (h *Handler) publish(c Caller, id string, events []bus.Event) (first, last uint64, err error) {
 	start := time.Now()
-	first, last, err = h.options().Hub.Publish(id, events)
+	first, last, err = h.options().Hub.PublishAs(c.Share, id, events)
 	h.metrics.publishSeconds.Observe(time.Since(start).Seconds())
 	return first, last, err
 }

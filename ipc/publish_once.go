@@ -57,7 +57,7 @@ func printable(s string) bool {
 
 // publishOnce serves a publish with an Idempotency-Key.
 func (h *Handler) publishOnce(w http.ResponseWriter, r *http.Request, c Caller, p publishReq, key string) {
-	bd, err := h.readBody(w, r, h.options().MaxBodyBytes)
+	bd, err := h.readBody(w, r, c, h.options().MaxBodyBytes)
 	if err != nil {
 		writeError(w, err)
 		return

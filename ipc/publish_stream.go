@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/share"
 	"github.com/localbus/localbus/ipc/wire"
 )
 
@@ -85,12 +86,22 @@ func (h *Handler) publishStream(w http.ResponseWriter, r *http.Request, body io.
 // run reads and publishes until the body ends or a line fails.
 func (ps *pubStream) run(body io.Reader) error {
 	maxLine := int(ps.o.MaxEventBytes) + 4096 // room for blanks around the longest event
-	// The line buffer counts against the in-flight body budget.
-	size := min(streamBuf, maxLine)
-	if !ps.h.reserveBody(int64(size)) {
-		return errBusy
+	// The line buffer counts on the peer's account of the in-flight body
+	// bytes.
+	acct := ps.h.bodyAccount(ps.c)
+	take := func(n int) error {
+		if err := acct.Acquire(int64(n)); err != nil {
+			var r *share.Refusal
+			errors.As(err, &r)
+			return busyError(r)
+		}
+		return nil
 	}
-	defer func() { ps.h.releaseBody(int64(size)) }()
+	size := min(streamBuf, maxLine)
+	if err := take(size); err != nil {
+		return err
+	}
+	defer func() { acct.Release(int64(size)) }()
 	buf := make([]byte, size)
 	rd, wr := 0, 0 // buf[rd:wr] is read and not yet processed
 	for {
@@ -101,8 +112,8 @@ func (ps *pubStream) run(body io.Reader) error {
 				rd = 0
 			case len(buf) < maxLine:
 				grow := min(2*len(buf), maxLine)
-				if !ps.h.reserveBody(int64(grow - size)) {
-					return errBusy
+				if err := take(grow - size); err != nil {
+					return err
 				}
 				size = grow
 				nb := make([]byte, grow)
@@ -182,7 +193,7 @@ func (ps *pubStream) flush() error {
 	if len(ps.events) == 0 {
 		return nil
 	}
-	first, last, err := ps.h.publish(ps.id, ps.events)
+	first, last, err := ps.h.publish(ps.c, ps.id, ps.events)
 	clear(ps.events)
 	ps.events = ps.events[:0]
 	if err != nil {

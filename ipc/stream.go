@@ -3,12 +3,14 @@ package ipc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"time"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/share"
 	"github.com/localbus/localbus/ipc/access"
 	"github.com/localbus/localbus/ipc/internal/framewriter"
 	"github.com/localbus/localbus/ipc/wire"
@@ -24,7 +26,7 @@ type streamTarget struct {
 // parseStreamParams validates a stream request's resume and filter inputs
 // (SPEC §2.3) before anything is looked up, so bad input is a 400 whatever
 // the session. family is the family of a family route, "" otherwise.
-func (h *Handler) parseStreamParams(r *http.Request, family string) (bus.SubscribeOptions, error) {
+func (h *Handler) parseStreamParams(r *http.Request, c Caller, family string) (bus.SubscribeOptions, error) {
 	var opts bus.SubscribeOptions
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
@@ -94,11 +96,11 @@ func (h *Handler) parseStreamParams(r *http.Request, family string) (bus.Subscri
 		opts.Epoch = e
 	}
 	if vs, ok := r.Header[http.CanonicalHeaderKey(wire.HeaderLastEventID)]; ok {
-		if c, err := bus.ParseCursor(lastValue(vs)); err == nil {
-			opts.Cursor = &c // the header wins over ?since=
+		if cur, err := bus.ParseCursor(lastValue(vs)); err == nil {
+			opts.Cursor = &cur // the header wins over ?since=
 		} else if opts.Cursor == nil {
 			opts.CursorIgnored = true
-			h.options().Logger.Info("ignoring malformed Last-Event-ID", "path", r.URL.Path)
+			h.logServed(r, c, "ignoring malformed Last-Event-ID", "last_event_id", "path", r.URL.Path)
 		}
 	}
 	return opts, nil
@@ -157,7 +159,7 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 			return
 		}
 	}
-	opts, err := h.parseStreamParams(r, family)
+	opts, err := h.parseStreamParams(r, c, family)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -188,9 +190,12 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 		return
 	}
 	h.streams.Add(1)
-	n := h.open.Add(1)
 	var sub *bus.Subscription
-	sl := newStreamLog(o.Logger, r, c, session, family)
+	sl := newStreamLog(h, r, c, session, family)
+	// The stream's unit of every bus's streams, on its peer's account.
+	open := h.open.Account(c.Share)
+	err = open.Acquire(1)
+	held := err == nil
 	// done ends the stream's bookkeeping. The transport calls it once the
 	// stream is over, which may be after this handler has returned: a
 	// stream on a taken-over connection outlives its request.
@@ -199,13 +204,14 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 			sl.ended(sub)
 			sub.Close()
 		}
-		h.open.Add(-1)
+		if held {
+			open.Release(1)
+		}
 		h.streams.Done()
 	}
-	if o.MaxStreams > 0 && n > int64(o.MaxStreams) {
-		err = bus.ErrSubscriberLimit
-	} else {
+	if held {
 		// The subscription lives as long as the stream: done closes it.
+		opts.Peer = c.Share
 		sub, err = b.Subscribe(nil, opts)
 	}
 	switch {
@@ -228,11 +234,21 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 	}
 	var refusal *bus.Frame
 	if sub == nil {
-		refusal = bus.ErrorFrame(b.Session(), wire.CodeSubscriberLimit, "the subscriber limit is reached; retry later")
+		msg := "the subscriber limit is reached; retry later"
+		var sr *share.Refusal
+		if errors.As(err, &sr) {
+			h.metrics.shareRefused(sr)
+			if sr.Kind == share.ByShare {
+				msg = fmt.Sprintf("this peer holds its share of the %s (%d, peer_share); close one of its streams, or retry later", streamPoolText(sr.Pool), sr.Limit)
+			}
+		}
+		refusal = bus.ErrorFrame(b.Session(), wire.CodeSubscriberLimit, msg)
 		// Refused in-band, with a 200 or 101: counted and logged as the
 		// limit refusal it is.
 		h.metrics.refused(reasonLimit, wire.CodeSubscriberLimit)
 		h.logRefusal(r, reqWriterOf(w), http.StatusTooManyRequests, reasonLimit, wire.CodeSubscriberLimit)
+	} else {
+		sl.opened()
 	}
 	switch kind {
 	case kindSSE:
@@ -240,6 +256,15 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 	case kindWS:
 		h.runWS(w, r, sub, refusal, sl, done)
 	}
+}
+
+// streamPoolText names a pool a stream is refused by, for its
+// stream:error.
+func streamPoolText(pool string) string {
+	if pool == PoolStreams {
+		return "streams open on every bus together"
+	}
+	return "bus's subscribers"
 }
 
 // refuse sends a refused stream its terminal frame and closes it: an SSE
@@ -317,16 +342,29 @@ func pump(ctx context.Context, sub *bus.Subscription, w framewriter.Writer, repl
 	}
 }
 
-// streamLog logs what happens to one stream that its client did not ask
-// for: each stream:slow warning (debug) and an eviction (info), naming the
-// bus and the peer. It is used by the stream's writer goroutine only.
+// streamLog logs what happens to one stream: its opening and its end
+// (debug, under the refusals' limiter: lines a served request causes),
+// each stream:slow warning (debug) and an eviction (info), naming the bus
+// and the peer. It is used by the stream's writer goroutine only, but for
+// opened.
 type streamLog struct {
+	h     *Handler
+	r     *http.Request
+	c     Caller
 	log   *slog.Logger
 	attrs []any
+	nbus  int // attrs[:nbus] name the path and the bus; the rest the peer
 	slow  int // warnings logged so far
 }
 
-func newStreamLog(log *slog.Logger, r *http.Request, c Caller, session, family string) *streamLog {
+// opened logs that the stream opened.
+func (l *streamLog) opened() {
+	l.h.logServed(l.r, l.c, "stream opened", "stream_opened", l.attrs[:l.nbus]...)
+}
+
+
+func newStreamLog(h *Handler, r *http.Request, c Caller, session, family string) *streamLog {
+	log := h.options().Logger
 	attrs := []any{"path", r.URL.Path}
 	switch {
 	case session != "":
@@ -336,7 +374,7 @@ func newStreamLog(log *slog.Logger, r *http.Request, c Caller, session, family s
 	default:
 		attrs = append(attrs, "bus", "global")
 	}
-	return &streamLog{log: log, attrs: append(attrs, peerAttrs(r, c)...)}
+	return &streamLog{h: h, r: r, c: c, log: log, nbus: len(attrs), attrs: append(attrs, peerAttrs(r, c)...)}
 }
 
 // checkSlow logs the stream:slow warnings sub was sent since the last
@@ -360,6 +398,7 @@ func (l *streamLog) ended(sub *bus.Subscription) {
 	if reason := sub.LagReason(); reason != "" {
 		l.log.Info("subscriber evicted", append(l.attrs, "reason", reason, "max_queued", sub.MaxQueued())...)
 	}
+	l.h.logServed(l.r, l.c, "stream closed", "stream_closed", append(l.attrs[:l.nbus:l.nbus], "end", string(sub.End()))...)
 }
 
 // keepalive times the pings of a quiet stream: one every interval of

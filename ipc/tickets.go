@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/share"
 	"github.com/localbus/localbus/ipc/access"
 	"github.com/localbus/localbus/ipc/wire"
 )
@@ -93,7 +95,7 @@ func (h *Handler) redeemTicket(r *http.Request) (c Caller, ok bool, err error) {
 		return Caller{}, true, errorf(http.StatusUnauthorized, wire.CodeInvalidTicket,
 			"the ticket is unknown, used, expired or for another path: get a new one (POST %s)", wire.PathTickets)
 	}
-	return Caller{Authenticated: true, Scopes: g.Scopes, KeyName: g.KeyName}, true, nil
+	return Caller{Authenticated: true, Scopes: g.Scopes, KeyName: g.KeyName, Share: g.Peer}, true, nil
 }
 
 // maxTicketBody bounds a ticket request's body.
@@ -146,9 +148,13 @@ func (h *Handler) serveTicket(w http.ResponseWriter, r *http.Request, c Caller) 
 		writeError(w, e)
 		return
 	}
-	t, exp, err := h.tickets.Issue(access.Grant{Path: p, Scopes: scopes, KeyName: c.KeyName})
+	t, exp, err := h.tickets.Issue(access.Grant{Path: p, Scopes: scopes, KeyName: c.KeyName, Peer: c.Share})
 	if errors.Is(err, access.ErrTicketLimit) {
-		err = errorf(http.StatusTooManyRequests, wire.CodeTicketLimit, "too many tickets are outstanding; use or let expire the ones issued")
+		e := errorf(http.StatusTooManyRequests, wire.CodeTicketLimit, "too many tickets are outstanding; use or let expire the ones issued")
+		if errors.As(err, &e.refusal) && e.refusal.Kind == share.ByShare {
+			e.Message = fmt.Sprintf("this peer holds its share of the outstanding tickets (%d, peer_share); use or let expire the ones it was issued", e.refusal.Limit)
+		}
+		err = e
 	}
 	if err != nil {
 		writeError(w, err)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/localbus/localbus/bus/share"
 	"github.com/localbus/localbus/ipc/wire"
 )
 
@@ -52,6 +53,10 @@ type Grant struct {
 	// KeyName names the key the ticket was issued to, "" for none (a Unix
 	// socket peer). It is for log lines.
 	KeyName string
+	// Peer is who the ticket was issued to, for fair shares: the ticket
+	// counts on its share of outstanding tickets until it is used or
+	// expires, and its holder draws on the daemon's pools as that peer.
+	Peer share.Peer
 }
 
 // TicketOptions configure a [TicketStore]. Zero values mean the defaults.
@@ -59,8 +64,13 @@ type TicketOptions struct {
 	// TTL is how long a ticket is valid; default DefaultTicketTTL.
 	TTL time.Duration
 	// Max is the most tickets outstanding at once (issued, neither used
-	// nor expired); default DefaultMaxTickets.
+	// nor expired); default DefaultMaxTickets. It is a pool with fair
+	// shares: see Share.
 	Max int
+	// Share is the fraction of Max one peer other than a privileged one
+	// (Grant.Peer) may hold, at least one ticket (SPEC §2, fair shares);
+	// default 0, no shares. SetShare changes it.
+	Share float64
 	// Now is the clock; default time.Now. Tests pass a fake one.
 	Now func() time.Time
 }
@@ -81,6 +91,10 @@ type TicketStore struct {
 	max int
 	now func() time.Time
 
+	// pool holds one unit per outstanding ticket, on its peer's account;
+	// changed under mu with tickets.
+	pool *share.Pool
+
 	mu      sync.Mutex
 	tickets map[[sha256.Size]byte]ticket // guarded by mu: outstanding
 	// order holds digests in the order issued (so by expiry, the TTL
@@ -91,6 +105,7 @@ type TicketStore struct {
 type ticket struct {
 	grant   Grant
 	expires time.Time
+	acct    *share.Account // its unit of pool
 }
 
 type issued struct {
@@ -109,11 +124,20 @@ func NewTicketStore(opts TicketOptions) *TicketStore {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &TicketStore{ttl: opts.TTL, max: opts.Max, now: opts.Now, tickets: map[[sha256.Size]byte]ticket{}}
+	pool := share.NewPool(share.Options{Name: PoolTickets, Limit: int64(opts.Max), Share: opts.Share, Err: ErrTicketLimit})
+	return &TicketStore{ttl: opts.TTL, max: opts.Max, now: opts.Now, pool: pool, tickets: map[[sha256.Size]byte]ticket{}}
 }
 
+// PoolTickets names the pool of outstanding tickets, in refusals and
+// metrics.
+const PoolTickets = "tickets"
+
+// SetShare changes the store's fair share (on reload).
+func (s *TicketStore) SetShare(f float64) { s.pool.SetLimit(int64(s.max), f) }
+
 // Issue returns a new ticket for g and the time it expires. It fails with
-// [ErrTicketLimit] when Max tickets are outstanding.
+// [ErrTicketLimit] when Max tickets are outstanding, or g.Peer holds its
+// share of them: then the error is a *share.Refusal that unwraps to it.
 func (s *TicketStore) Issue(g Grant) (string, time.Time, error) {
 	var b [TicketBytes]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -126,11 +150,12 @@ func (s *TicketStore) Issue(g Grant) (string, time.Time, error) {
 	defer s.mu.Unlock()
 	now := s.now()
 	s.prune(now)
-	if len(s.tickets) >= s.max {
-		return "", time.Time{}, ErrTicketLimit
+	acct := s.pool.Account(g.Peer)
+	if err := acct.Acquire(1); err != nil {
+		return "", time.Time{}, err
 	}
 	exp := now.Add(s.ttl)
-	s.tickets[d] = ticket{grant: g, expires: exp}
+	s.tickets[d] = ticket{grant: g, expires: exp, acct: acct}
 	s.order = append(s.order, issued{digest: d, expires: exp})
 	return t, exp, nil
 }
@@ -153,7 +178,7 @@ func (s *TicketStore) Redeem(t, path string) (Grant, error) {
 	if !ok {
 		return Grant{}, ErrTicketInvalid
 	}
-	delete(s.tickets, d)
+	s.dropLocked(d, tk)
 	if !now.Before(tk.expires) || tk.grant.Path != path {
 		return Grant{}, ErrTicketInvalid
 	}
@@ -165,8 +190,17 @@ func (s *TicketStore) Redeem(t, path string) (Grant, error) {
 func (s *TicketStore) Clear() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	clear(s.tickets)
+	for d, tk := range s.tickets {
+		s.dropLocked(d, tk)
+	}
 	s.order = nil
+}
+
+// dropLocked forgets outstanding ticket tk of digest d and gives back its
+// unit. s.mu is held.
+func (s *TicketStore) dropLocked(d [sha256.Size]byte, tk ticket) {
+	delete(s.tickets, d)
+	tk.acct.Release(1)
 }
 
 // Outstanding returns the number of tickets issued and neither used nor
@@ -183,7 +217,9 @@ func (s *TicketStore) Outstanding() int {
 func (s *TicketStore) prune(now time.Time) {
 	i := 0
 	for i < len(s.order) && !now.Before(s.order[i].expires) {
-		delete(s.tickets, s.order[i].digest)
+		if tk, ok := s.tickets[s.order[i].digest]; ok {
+			s.dropLocked(s.order[i].digest, tk)
+		}
 		i++
 	}
 	s.order = s.order[i:]

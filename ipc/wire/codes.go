@@ -46,6 +46,9 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed"
 	// 408: a request body stalled.
 	CodeBodyTimeout = "body_timeout"
+	// 408: a request body came slower than 64 KiB/s over 5 s, after its
+	// first 5 s.
+	CodeBodyTooSlow = "body_too_slow"
 	// 409: the session exists, or an Idempotency-Key was used on the
 	// session with a different request.
 	CodeSessionExists        = "session_exists"
