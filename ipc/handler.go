@@ -193,10 +193,10 @@ type Handler struct {
 	// open holds one unit per stream open now, on its peer's account
 	// (MaxStreams); bodies the bytes of request bodies being read
 	// (MaxInflightBodyBytes). Both follow PeerShare.
-	open     *share.Pool
-	bodies   *share.Pool
-	metrics  *metrics
-	tickets     *access.TicketStore
+	open    *share.Pool
+	bodies  *share.Pool
+	metrics *metrics
+	tickets *access.TicketStore
 	// refusalLimiter keeps refused requests from flooding the log.
 	refusalLimiter rateLimiter
 }

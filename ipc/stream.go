@@ -362,7 +362,6 @@ func (l *streamLog) opened() {
 	l.h.logServed(l.r, l.c, "stream opened", "stream_opened", l.attrs[:l.nbus]...)
 }
 
-
 func newStreamLog(h *Handler, r *http.Request, c Caller, session, family string) *streamLog {
 	log := h.options().Logger
 	attrs := []any{"path", r.URL.Path}
