@@ -80,8 +80,9 @@ type Config struct {
 	// MaxSessions is the number of sessions, at least 1. Default: 4096.
 	MaxSessions int
 	// MaxAutoSessions is the number of sessions a publish may create (they
-	// also count against MaxSessions), at least 1; below MaxSessions it
-	// keeps room for admins whatever publishers do. Default: 1024.
+	// also count against MaxSessions), at least 1; a value above half of
+	// MaxSessions is lowered to that half (and logged), so publishers
+	// always leave room for admins. Default: 1024.
 	MaxAutoSessions int
 	// AutoSessionTTL is how long a session a publish created may go with
 	// no publish and no subscriber before it is deleted (SPEC §2); 0 keeps
@@ -100,10 +101,19 @@ type Config struct {
 	// would let one request hold a gigabyte in memory. Default: 67108864
 	// (64 MiB).
 	MaxBodyBytes int64
-	// MaxInflightBodyBytes caps the request bodies being read at once, at
-	// least 1 KiB; past it a request gets 503 with Retry-After (one body
-	// alone is always read). Default: 67108864 (64 MiB).
+	// MaxInflightBodyBytes caps the request bodies being read at once,
+	// counted as their bytes are read, at least 1 KiB; past it (or past a
+	// peer's share of it, see PeerShare) a request gets 503 with
+	// Retry-After. Default: 67108864 (64 MiB).
 	MaxInflightBodyBytes int64
+	// PeerShare is the fraction of every shared pool (request body bytes
+	// being read, outstanding tickets, sessions a publish creates,
+	// remembered idempotency keys, subscribers of a bus and of all buses)
+	// that one peer other than root and the daemon's uid may hold, at
+	// least one unit (SPEC §2, fair shares); more than 0 and at most 1,
+	// which turns shares off. A peer is its uid on the socket, its key's
+	// name on TCP. Default: 0.25.
+	PeerShare float64
 	// IdempotencyWindow is how long a publish's Idempotency-Key is
 	// remembered (SPEC §6), from 1s to 24h. Default: 10m.
 	IdempotencyWindow time.Duration
@@ -198,6 +208,7 @@ func Defaults() Config {
 		MaxEventBytes:        1 * mib,
 		MaxBodyBytes:         64 * mib,
 		MaxInflightBodyBytes: 64 * mib,
+		PeerShare:            0.25,
 		IdempotencyWindow:    10 * time.Minute,
 		MaxHeaderBytes:       16 * kib,
 		Keepalive:            15 * time.Second,
@@ -243,8 +254,8 @@ type Setting struct {
 type Kind int
 
 // The kinds of settings. In a file, a KindString, KindDuration or KindMode
-// value is a string, a KindInt an integer, a KindBool a boolean and a
-// KindList an array of strings.
+// value is a string, a KindInt an integer, a KindFloat a number, a
+// KindBool a boolean and a KindList an array of strings.
 const (
 	// KindString is a string.
 	KindString Kind = iota
@@ -256,6 +267,8 @@ const (
 	KindInt
 	// KindDuration is a duration like "15s" or "100ms".
 	KindDuration
+	// KindFloat is a decimal number like "0.25".
+	KindFloat
 	// KindMode is a file mode in octal, like "0660".
 	KindMode
 )
@@ -275,6 +288,8 @@ func (s Setting) Kind() Kind {
 		return KindInt
 	case *time.Duration:
 		return KindDuration
+	case *float64:
+		return KindFloat
 	case *os.FileMode:
 		return KindMode
 	}
@@ -327,6 +342,7 @@ var settings = []Setting{
 	{Key: "max_event_bytes", Reloadable: true, Usage: "size limit of one event", field: func(c *Config) any { return &c.MaxEventBytes }},
 	{Key: "max_body_bytes", Reloadable: true, Usage: "size limit of one request body", field: func(c *Config) any { return &c.MaxBodyBytes }},
 	{Key: "max_inflight_body_bytes", Reloadable: true, Usage: "request bodies being read at once", field: func(c *Config) any { return &c.MaxInflightBodyBytes }},
+	{Key: "peer_share", Reloadable: true, Usage: "fraction of each shared pool one peer other than root may hold (1: no shares)", field: func(c *Config) any { return &c.PeerShare }},
 	{Key: "idempotency_window", Reloadable: true, Usage: "how long a publish's Idempotency-Key is remembered", field: func(c *Config) any { return &c.IdempotencyWindow }},
 	{Key: "max_header_bytes", Usage: "size limit of a request's headers", field: func(c *Config) any { return &c.MaxHeaderBytes }},
 	{Key: "keepalive", Reloadable: true, Usage: "SSE comment and WebSocket ping interval", field: func(c *Config) any { return &c.Keepalive }},
@@ -395,6 +411,8 @@ func formatValue(ptr any) string {
 		return strconv.Itoa(*p)
 	case *int64:
 		return strconv.FormatInt(*p, 10)
+	case *float64:
+		return strconv.FormatFloat(*p, 'g', -1, 64)
 	case *time.Duration:
 		return p.String()
 	case *os.FileMode:

@@ -340,6 +340,15 @@ func setTOML(ptr, v any) string {
 			return wrongType("an integer", v)
 		}
 		*p = n
+	case *float64:
+		switch n := v.(type) {
+		case float64:
+			*p = n
+		case int64:
+			*p = float64(n)
+		default:
+			return wrongType("a number", v)
+		}
 	case *time.Duration:
 		s, ok := v.(string)
 		if !ok {
@@ -389,6 +398,12 @@ func setString(ptr any, s string) string {
 			return fmt.Sprintf("must be a decimal integer, got %s", quoteValue(s))
 		}
 		*p = n
+	case *float64:
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return fmt.Sprintf("must be a decimal number like 0.25, got %s", quoteValue(s))
+		}
+		*p = f
 	case *time.Duration:
 		d, err := time.ParseDuration(s)
 		if err != nil {

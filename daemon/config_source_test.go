@@ -47,6 +47,7 @@ var fullSet = map[string]string{
 	"max_auto_sessions":       "8",
 	"auto_session_ttl":        "1h",
 	"max_inflight_body_bytes": "2097152",
+	"peer_share":              "0.5",
 	"max_header_bytes":        "8192",
 	"keepalive":               "30s",
 	"shutdown_timeout":        "5s",
@@ -140,6 +141,7 @@ func TestSettingKindMatchesField(t *testing.T) {
 		reflect.TypeFor[*[]string](): KindList,
 		reflect.TypeFor[*int]():      KindInt,
 		reflect.TypeFor[*int64]():    KindInt,
+		reflect.TypeFor[*float64]():  KindFloat,
 	}
 	var c Config
 	for _, s := range Settings() {

@@ -124,6 +124,7 @@ func (d *Daemon) open() error {
 	}
 	d.keys = keySummary(auth)
 	ho := hubOptions(cfg)
+	d.noteAutoSessionLimit(cfg)
 	setMemoryLimit(cfg)
 	d.durability = cfg.Durability
 	ho.Logger = d.log
@@ -197,6 +198,16 @@ func (d *Daemon) closeJournal() {
 	}
 }
 
+// noteAutoSessionLimit logs that cfg's max_auto_sessions is above half of
+// max_sessions, and so lowered to that half (SPEC §2): publishers always
+// leave an admin room to create sessions.
+func (d *Daemon) noteAutoSessionLimit(cfg Config) {
+	if limit, lowered := hub.AutoSessionLimit(cfg.MaxSessions, cfg.MaxAutoSessions); lowered {
+		d.log.Warn("max_auto_sessions is above half of max_sessions; lowered to that half",
+			"max_auto_sessions", cfg.MaxAutoSessions, "max_sessions", cfg.MaxSessions, "limit", limit)
+	}
+}
+
 func hubOptions(cfg Config) hub.Options {
 	return hub.Options{
 		Limits: bus.Limits{
@@ -205,6 +216,7 @@ func hubOptions(cfg Config) hub.Options {
 		},
 		MaxSessions:       cfg.MaxSessions,
 		MaxAutoSessions:   cfg.MaxAutoSessions,
+		PeerShare:         cfg.PeerShare,
 		MaxRingBytesTotal: cfg.MaxRingBytesTotal,
 		AutoSessionTTL:    cfg.AutoSessionTTL,
 		AutoCreate:        cfg.AutoCreateSessions,
@@ -253,6 +265,7 @@ func (d *Daemon) baseHandlerOptions(cfg Config, auth *ipc.Auth) ipc.Options {
 		MaxHeaderBytes:       cfg.MaxHeaderBytes,
 		MaxBodyBytes:         cfg.MaxBodyBytes,
 		MaxInflightBodyBytes: cfg.MaxInflightBodyBytes,
+		PeerShare:            cfg.PeerShare,
 		Keepalive:            cfg.Keepalive,
 		Reload:               d.reloadRequest,
 		Version:              d.opts.Version,
@@ -581,6 +594,7 @@ func (d *Daemon) reload() (err error) {
 	if err := d.hub.SetOptions(hubOptions(next)); err != nil {
 		return err
 	}
+	d.noteAutoSessionLimit(next)
 	setMemoryLimit(next)
 	if d.upstream != nil && next.Upstream != nil {
 		if err := d.upstream.SetPatterns(next.Upstream.Export, next.Upstream.Import); err != nil {

@@ -9,7 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/bus/share"
+	"github.com/localbus/localbus/ipc/access"
 )
 
 // metrics are the router's Prometheus metrics (GET /metrics): bus figures
@@ -58,6 +60,13 @@ func newMetrics(h *Handler, reg *prometheus.Registry) *metrics {
 			Name: "localbus_share_refusals_total",
 			Help: "Draws on a pool with fair shares refused, by pool (body_bytes, tickets, auto_sessions, subscribers, streams) and share (peer: the peer held its share; pool: the pool was full).",
 		}, []string{"pool", "share"}),
+	}
+	// Every pool's series from the start, so a rate over them is defined
+	// before the first refusal.
+	for _, pool := range []string{PoolBodyBytes, access.PoolTickets, hub.PoolAutoSessions, bus.PoolSubscribers, PoolStreams} {
+		for _, k := range []share.Kind{share.ByShare, share.ByPool} {
+			m.shareRefusals.WithLabelValues(pool, k.String())
+		}
 	}
 	reg.MustRegister(m.publishSeconds, m.requests, m.refusals, m.shareRefusals, busCollector{h})
 	reg.MustRegister(h.options().Metrics...)
