@@ -71,6 +71,9 @@ type setup struct {
 	tcp bool
 	// otherUIDCanConnect makes the socket reachable for otherUID: see start.
 	otherUIDCanConnect bool
+	// durable keeps the journal in the daemon's directory, so that
+	// restart restores it.
+	durable bool
 }
 
 // daemon is a running localbus serve with keys.
@@ -79,6 +82,16 @@ type daemon struct {
 	keys keySet
 	// tcp is the TCP listener's host:port, "" without one.
 	tcp string
+	// opts started the daemon, for restart.
+	opts daemontest.Options
+}
+
+// restart stops the daemon and starts it again on the same directory,
+// arguments and (with setup.durable) journal.
+func (d *daemon) restart(t *testing.T) {
+	t.Helper()
+	d.Stop(t)
+	d.Daemon = daemontest.Start(t, d.opts)
 }
 
 // start writes a keys file with one key per role and a config.toml into a
@@ -146,7 +159,8 @@ func start(t *testing.T, s setup) *daemon {
 			}
 		}
 	})
-	d.Daemon = daemontest.Start(t, daemontest.Options{Dir: dir, Args: args})
+	d.opts = daemontest.Options{Dir: dir, Args: args, Durable: s.durable}
+	d.Daemon = daemontest.Start(t, d.opts)
 	if s.tcp {
 		d.tcp = tcpAddr(t, d.Daemon)
 	}
