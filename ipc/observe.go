@@ -77,7 +77,7 @@ func noteCaller(w http.ResponseWriter, c Caller) {
 // class of a refused request in the log.
 const (
 	reasonAuth        = "auth"        // 401, 403, 421: credentials, scope, Host or Origin
-	reasonLimit       = "limit"       // 413, 429, 431 and the in-band subscriber limit
+	reasonLimit       = "limit"       // 413, 429, 431, the in-band subscriber limit, 503 busy and 408 body_too_slow
 	reasonBadInput    = "bad_input"   // 400, 404, 405, 408
 	reasonDiskFull    = "disk_full"   // 507
 	reasonUnavailable = "unavailable" // 503: shutting down, not ready
@@ -119,8 +119,11 @@ func (h *Handler) observe(r *http.Request, rw *reqWriter, route string) {
 	if code == "" {
 		code = strconv.Itoa(status)
 	}
-	if code == wire.CodeBusy {
-		reason = reasonLimit // a 503, but the cap on bodies in flight refused it
+	if code == wire.CodeBusy || code == wire.CodeBodyTooSlow {
+		// A 503 or a 408, but a limit refused it: the cap on bodies in
+		// flight, or the slow-body rule that keeps a peer from holding
+		// a place there.
+		reason = reasonLimit
 	}
 	h.metrics.refused(reason, code)
 	if rw.refusal != nil {

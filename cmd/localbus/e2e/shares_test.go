@@ -231,55 +231,66 @@ func publishAsRoot(t *testing.T, d *daemon, session string) (int, time.Duration)
 // sharedSetup is a daemon whose socket every uid may reach.
 var sharedSetup = setup{config: "socket_mode = \"0666\"\n", otherUIDCanConnect: true}
 
-// TestSlowBodiesOfAnotherUIDStopNeitherRootNorAThirdUID: uid 65534 sends two
-// bodies that declare 64 MiB (max_body_bytes and max_inflight_body_bytes)
-// and trickle in a byte at a time. Nothing is reserved from their
-// Content-Length, so every root publish meanwhile is answered, each within
-// 2 s, and so are a third uid's; the slow bodies are cut with 408
-// body_too_slow once their first window after the first 5 s ends.
+// TestSlowBodiesOfAnotherUIDStopNeitherRootNorAThirdUID: uid 65534 sends
+// two bodies that declare 64 MiB (max_body_bytes and
+// max_inflight_body_bytes) and trickle in a byte at a time, while root and
+// uid 65533 publish. With the default peer_share such a body is larger
+// than the peer's share of the bodies read at once: a 413 at once. With
+// shares off (peer_share = 1) the bodies are read: nothing is reserved
+// from their Content-Length, so every root publish is answered, each
+// within 2 s, and so are the third uid's, until the slow bodies are cut
+// with 408 body_too_slow at the end of their first window after 5 s.
 func TestSlowBodiesOfAnotherUIDStopNeitherRootNorAThirdUID(t *testing.T) {
 	needRoot(t)
-	d := start(t, sharedSetup)
-	hog := d.startPeer(t, otherUID, "slow", "2")
-	deadline := time.Now().Add(30 * time.Second)
-	n := 0
-	for len(hog.stdout.lines()) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the slow bodies were not cut within 30 s; peer stderr: %s", hog.stderr.String())
-		}
-		st, took := publishAsRoot(t, d, "root")
-		if st != http.StatusOK || took > 2*time.Second {
-			t.Fatalf("root publish %d beside slow bodies of uid %d = %d after %v, want 200 within 2s", n, otherUID, st, took)
-		}
-		if n%10 == 0 {
-			other := d.curlAs(t, strangerUID, strangerUID, request{method: "POST", path: "/api/v1/sessions/third/events", body: `{"type":"t:a","data":1}`})
-			if other.status != http.StatusOK {
-				t.Fatalf("publish of uid %d beside slow bodies of uid %d = %d %s, want 200", strangerUID, otherUID, other.status, other.body)
+	for _, tt := range []struct {
+		name, config string
+		status, code string
+		after        [2]float64 // seconds, when the bodies are answered
+	}{
+		{"default share", "", "413", "body_too_large", [2]float64{0, 2}},
+		{"shares off", "peer_share = 1\n", "408", "body_too_slow", [2]float64{9, 20}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := start(t, setup{config: "socket_mode = \"0666\"\n" + tt.config, otherUIDCanConnect: true})
+			hog := d.startPeer(t, otherUID, "slow", "2")
+			deadline := time.Now().Add(30 * time.Second)
+			n := 0
+			for n < 20 || len(hog.stdout.lines()) < 2 {
+				if time.Now().After(deadline) {
+					t.Fatalf("the slow bodies were not answered within 30 s; peer stderr: %s", hog.stderr.String())
+				}
+				st, took := publishAsRoot(t, d, "root")
+				if st != http.StatusOK || took > 2*time.Second {
+					t.Fatalf("root publish %d beside slow bodies of uid %d = %d after %v, want 200 within 2s", n, otherUID, st, took)
+				}
+				if n%10 == 0 {
+					other := d.curlAs(t, strangerUID, strangerUID, request{method: "POST", path: "/api/v1/sessions/third/events", body: `{"type":"t:a","data":1}`})
+					if other.status != http.StatusOK {
+						t.Fatalf("publish of uid %d beside slow bodies of uid %d = %d %s, want 200", strangerUID, otherUID, other.status, other.body)
+					}
+				}
+				n++
+				time.Sleep(50 * time.Millisecond) // pacing the publishes, not synchronisation
 			}
-		}
-		n++
-		time.Sleep(50 * time.Millisecond) // pacing the publishes, not synchronisation
-	}
-	if n < 20 {
-		t.Errorf("only %d root publishes while the slow bodies lasted", n)
-	}
-	for _, line := range hog.lines(t, 2, wait) {
-		f := strings.Fields(line)
-		if len(f) != 3 || f[0] != "408" || f[1] != "body_too_slow" {
-			t.Errorf("slow body answered %q, want 408 body_too_slow", line)
-			continue
-		}
-		if at, _ := strconv.ParseFloat(f[2], 64); at < 9 || at > 20 {
-			t.Errorf("slow body cut after %s s, want at the end of its first window after 5 s (10 s)", f[2])
-		}
-	}
-	for _, s := range []string{"slow-0", "slow-1"} {
-		if r := do(t, d.Client(), d.url(false, "/api/v1/sessions/"+s), request{}); r.status != http.StatusNotFound {
-			t.Errorf("session %s after its body was cut = %d, want 404", s, r.status)
-		}
-	}
-	if !strings.Contains(d.Stderr(), "code=body_too_slow peer_uid=65534") {
-		t.Errorf("the slow bodies' refusal is not logged with the peer:\n%s", d.Stderr())
+			for _, line := range hog.lines(t, 2, wait) {
+				f := strings.Fields(line)
+				if len(f) != 3 || f[0] != tt.status || f[1] != tt.code {
+					t.Errorf("slow body answered %q, want %s %s", line, tt.status, tt.code)
+					continue
+				}
+				if at, _ := strconv.ParseFloat(f[2], 64); at < tt.after[0] || at > tt.after[1] {
+					t.Errorf("slow body answered after %s s, want within %v s", f[2], tt.after)
+				}
+			}
+			for _, s := range []string{"slow-0", "slow-1"} {
+				if r := do(t, d.Client(), d.url(false, "/api/v1/sessions/"+s), request{}); r.status != http.StatusNotFound {
+					t.Errorf("session %s after its body was refused = %d, want 404", s, r.status)
+				}
+			}
+			if !strings.Contains(d.Stderr(), "code="+tt.code+" peer_uid=65534") {
+				t.Errorf("the slow bodies' refusal is not logged with the peer:\n%s", d.Stderr())
+			}
+		})
 	}
 }
 
