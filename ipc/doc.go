@@ -25,12 +25,25 @@
 // A publish is decoded (publish_scan.go's one-pass scanner, with
 // encoding/json as the reference on any doubt), each event's type is
 // validated there once (bus.Event.CheckType, which the hub and the buses
-// trust), and the batch goes to hub.Hub.Publish: the session's bus, then
-// the global bus. The bus serializes each event once into a bus.Frame whose
+// trust), and the batch goes to hub.Hub.PublishAs, as the caller's peer:
+// the session's bus, then the global bus. The bus serializes each event once into a bus.Frame whose
 // bytes every subscriber's queue shares. A stream's writer wakes on its
 // subscription, takes every queued frame, and framewriter writes them all
 // in one writev: no copy and one system call per wake-up, however many
 // frames (SSE: one chunk; WebSocket: one text frame each).
+//
+// # Fair shares
+//
+// Every pool a request draws on is a share.Pool, drawn on through the
+// account of the caller's peer (Caller.Share, set by Auth.Authenticate:
+// share.Privileged for root and the daemon's uid, the uid for another
+// socket peer, the key's name on TCP), looked up once per request: body
+// bytes as they are read (body.go, with the slow-body rule), outstanding
+// tickets (access.TicketStore), streams in total (Handler.open), and
+// through the hub the sessions a publish creates, remembered idempotency
+// keys and each bus's subscribers. A *share.Refusal becomes the pool's
+// own status with a message that names the share (errors.go), and is
+// counted in localbus_share_refusals_total.
 //
 // # Goroutines per connection
 //
