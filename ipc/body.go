@@ -132,6 +132,11 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, c Caller, lim
 		}
 		return nil, err
 	}
+	if g := rd.slow; g != nil && !g.deadline.Equal(g.timeout) {
+		// Read whole: the slow-body rule is done, and a window's deadline
+		// must not cut the connection while the request is answered.
+		g.rc.SetReadDeadline(g.timeout)
+	}
 	return bd, nil
 }
 
