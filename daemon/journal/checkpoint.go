@@ -138,8 +138,8 @@ func (j *Journal) trimEvicted() error {
 	}
 	err := guard(func() error {
 		return j.db.Update(func(tx *bolt.Tx) error {
-			if j.failCkpt != nil {
-				if err := j.failCkpt(); err != nil {
+			if h := j.hooks(); h != nil && h.failCheckpoint != nil {
+				if err := h.failCheckpoint(); err != nil {
 					return err
 				}
 			}
@@ -238,8 +238,8 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 	// daemon.
 	err := guard(func() error {
 		return j.db.Update(func(tx *bolt.Tx) error {
-			if j.failCkpt != nil {
-				if err := j.failCkpt(); err != nil {
+			if h := j.hooks(); h != nil && h.failCheckpoint != nil {
+				if err := h.failCheckpoint(); err != nil {
 					return err
 				}
 			}
@@ -295,12 +295,13 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 		w.s.mu.Unlock()
 	}
 	j.releaseRecovered()
-	if j.opts.afterCheckpoint != nil {
-		j.opts.afterCheckpoint(seq, false)
+	h := j.hooks()
+	if h != nil && h.afterCheckpoint != nil {
+		h.afterCheckpoint(seq, false)
 	}
 	err = j.wal.removeThrough(seq)
-	if err == nil && j.opts.afterCheckpoint != nil {
-		j.opts.afterCheckpoint(seq, true)
+	if err == nil && h != nil && h.afterCheckpoint != nil {
+		h.afterCheckpoint(seq, true)
 	}
 	return err
 }

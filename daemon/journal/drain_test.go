@@ -82,8 +82,7 @@ func TestKillDuringTheCheckpointAfterOpenLosesNothingAndReusesNoID(t *testing.T)
 		steps    []string
 		released = make(chan struct{})
 	)
-	o := noKicks
-	o.afterCheckpoint = func(seq uint64, removed bool) {
+	setHooks(t, dir, &hooks{afterCheckpoint: func(seq uint64, removed bool) {
 		mu.Lock()
 		first := len(images) == 0
 		mu.Unlock()
@@ -98,8 +97,8 @@ func TestKillDuringTheCheckpointAfterOpenLosesNothingAndReusesNoID(t *testing.T)
 		images = append(images, img)
 		steps = append(steps, fmt.Sprintf("segment %d, removed %v", seq, removed))
 		mu.Unlock()
-	}
-	h2, j2, _ := openHub(t, dir, o, 0)
+	}})
+	h2, j2, _ := openHub(t, dir, noKicks, 0)
 	for k := range 6 {
 		hubPublish(t, h2, fmt.Sprintf("s%d", k%3), events(1000+k*2, 2, 300))
 	}

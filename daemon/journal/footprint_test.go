@@ -80,7 +80,7 @@ func TestFailedCheckpointAddsNoSegment(t *testing.T) {
 	b := newBus(t, j, "s", 0, 0)
 	publish(t, b, events(0, 10, 100)...)
 	errFull := errors.New("database full")
-	j.failCkpt = func() error { return errFull }
+	setHooks(t, dir, &hooks{failCheckpoint: func() error { return errFull }})
 	for range 3 {
 		if err := j.Checkpoint(); !errors.Is(err, errFull) {
 			t.Fatalf("Checkpoint = %v, want the database's error", err)
@@ -93,7 +93,7 @@ func TestFailedCheckpointAddsNoSegment(t *testing.T) {
 	if len(seqs) > 2 {
 		t.Errorf("%d segments after three failed checkpoints, want at most 2 (the log and one empty)", len(seqs))
 	}
-	j.failCkpt = nil
+	setHooks(t, dir, nil)
 	if err := j.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}

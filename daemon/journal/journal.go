@@ -79,11 +79,6 @@ type Options struct {
 	// SyncSeconds, if set, is told how long each sync of the log took;
 	// default none. The daemon's fsync latency histogram is one.
 	SyncSeconds Observer
-
-	// afterCheckpoint, if set (tests), is called by every checkpoint that
-	// copies the segments up to seq, once its transaction is committed
-	// (removed false) and once the segments are removed (removed true).
-	afterCheckpoint func(seq uint64, removed bool)
 }
 
 // An Observer takes one measurement, in seconds; a prometheus.Histogram
@@ -107,7 +102,6 @@ type Journal struct {
 	ckptMu    sync.Mutex    // one checkpoint at a time; taken before mu
 	arena     []byte        // guarded by ckptMu: the last checkpoint's buffer
 	compactAt atomic.Uint64 // the log offset from which an append asks for compact
-	failCkpt  func() error  // tests: makes the database's side of a checkpoint fail
 	retired   atomic.Uint64 // segments up to this one are removed, or being removed: no ref may point into them
 	recovered uint64        // the last segment an earlier run wrote, which Open kept (0: none); set before start
 	adaptive  bool          // Options.CheckpointBytes was not set: the log's bound follows the rings

@@ -173,3 +173,11 @@ func logEnd(t testing.TB, path string) int {
 	}
 	return off
 }
+
+// setHooks gives the journal in dir the test hooks h (see hooks), until the
+// test ends or setHooks is called again.
+func setHooks(t testing.TB, dir string, h *hooks) {
+	t.Helper()
+	hooksByDir.Store(dir, h)
+	t.Cleanup(func() { hooksByDir.Delete(dir) })
+}
