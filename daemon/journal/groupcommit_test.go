@@ -27,8 +27,8 @@ func (f *gateFile) Sync() error {
 // syncing again, and wait a whole extra sync.)
 func TestAppendsCoveredBySyncUnderWayReturnWithoutWaitingForTheNext(t *testing.T) {
 	g := &gateFile{entered: make(chan struct{}), release: make(chan struct{})}
-	w, err := openWAL(t.TempDir(), 1, nil, 1<<20, func(f File) File { g.File = f; return g }, nil, false, true)
-	if err != nil {
+	w := newWAL(t.TempDir(), 1<<20, func(f File) File { g.File = f; return g }, nil, nil, false, true)
+	if err := w.attach(1, nil); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {

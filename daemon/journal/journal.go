@@ -126,11 +126,13 @@ type Journal struct {
 	metas   map[uint64]*busMeta
 	nextNum uint64
 
-	// readOnly is set while Open could not finish for lack of space (see
-	// openReadOnly); roMu and roTried rate-limit the attempts to finish it.
+	// readOnly is set while Open could not write what recovery found for
+	// lack of space (readonly.go); pending is what it has yet to write.
+	// roMu guards pending and roTried, which rate-limits the attempts.
 	readOnly atomic.Bool
 	roMu     sync.Mutex
 	roTried  time.Time
+	pending  *recovery
 }
 
 // Open opens or creates the journal in opts.Dir, recovers it (see the
@@ -170,21 +172,23 @@ func Open(opts Options) (*Journal, error) {
 	if err := PrepareDir(opts.Dir); err != nil {
 		return nil, err
 	}
-	if err := j.recover(); err != nil {
+	j.wal = newWAL(j.dir, opts.SegmentBytes, opts.WrapFile, opts.OnSync, opts.SyncSeconds, j.mode == SyncNever, j.mode == SyncAlways)
+	rc, err := j.recover()
+	if err == nil {
+		err = guard(func() error { return j.persist(rc) })
+		if errors.Is(err, ErrDiskFull) {
+			j.enterReadOnly(rc, err)
+			return j, nil
+		}
+	}
+	if err != nil {
+		for _, m := range j.recoveredMaps {
+			unmapSegment(m)
+		}
 		if j.db != nil {
 			j.db.Close()
-			j.db = nil
 		}
-		if !errors.Is(err, ErrDiskFull) {
-			return nil, err
-		}
-		if rerr := j.openReadOnly(err); rerr != nil {
-			if j.db != nil {
-				j.db.Close()
-			}
-			return nil, fmt.Errorf("%w (and restoring read-only failed: %v)", err, rerr)
-		}
-		return j, nil
+		return nil, err
 	}
 	j.startLocked()
 	return j, nil
@@ -254,6 +258,18 @@ func (j *Journal) Close() error {
 	j.wg.Wait()
 	if readOnly {
 		// Nothing was written: what the disk holds is recovered next time.
+		// The stores stop reading the log's mappings before they go.
+		for _, s := range j.storeList() {
+			s.mu.Lock()
+			s.pend = nil
+			s.mu.Unlock()
+		}
+		j.ckptMu.Lock()
+		for _, m := range j.recoveredMaps {
+			unmapSegment(m)
+		}
+		j.recoveredMaps = nil
+		j.ckptMu.Unlock()
 		if err := j.db.Close(); err != nil {
 			return fmt.Errorf("journal: close: %w", err)
 		}

@@ -458,13 +458,10 @@ func envelopes(frames []*bus.Frame) map[uint64]string {
 	return out
 }
 
-// TestReplayInManyTransactionsRestoresEverything replays a log in
-// transactions of a few records each: sessions and the global bus's
-// references come back whole, as from one transaction, and again after a
-// second crash, from what the transactions wrote.
-func TestReplayInManyTransactionsRestoresEverything(t *testing.T) {
-	defer func(n int) { replayTxBytes = n }(replayTxBytes)
-	replayTxBytes = 4 << 10
+// TestTwoCrashesInARowRestoreEverything crashes a journal, then crashes
+// the one that recovered it before any checkpoint: sessions and the global
+// bus's references come back whole from the log both times.
+func TestTwoCrashesInARowRestoreEverything(t *testing.T) {
 	dir := t.TempDir()
 	h, j, _ := openHub(t, dir, noKicks, 0)
 	for k := range 30 {
@@ -473,7 +470,6 @@ func TestReplayInManyTransactionsRestoresEverything(t *testing.T) {
 	want := globalEnvelopes(t, h)
 	h.Close()
 	j.crash()
-	// The second crash finds only what the replay wrote: the log is gone.
 	h1, j1, _ := openHub(t, dir, noKicks, 0)
 	h1.Close()
 	j1.crash()

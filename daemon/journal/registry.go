@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -8,6 +9,62 @@ import (
 	"github.com/localbus/localbus/bus"
 	bolt "go.etcd.io/bbolt"
 )
+
+// busMeta is a bus's settings in the database.
+type busMeta struct {
+	Session  string `json:"session,omitempty"`
+	Global   bool   `json:"global,omitempty"`
+	Epoch    string `json:"epoch"`
+	RingSize int    `json:"ringSize,omitempty"`
+	LastID   uint64 `json:"lastId"`
+	Auto     bool   `json:"auto,omitempty"` // created by a publish (hub.AutoJournal)
+	// Peer is whose publish created an Auto bus (share.Peer's text);
+	// absent in a state dir written before it was stored: unknown.
+	Peer string `json:"peer,omitempty"`
+}
+
+// parseMeta is the one reading of a bus's settings, k → v in bucket
+// buses: a value that does not parse, a key that is not a bus number, or
+// settings that are neither a session's nor the global bus's are damage.
+func parseMeta(k, v []byte) (*busMeta, error) {
+	m := new(busMeta)
+	if err := json.Unmarshal(v, m); err != nil || len(k) != 8 || (m.Session == "") != m.Global {
+		return nil, fmt.Errorf("journal: %w: the settings of bus %x: %q", errDamaged, k, v)
+	}
+	return m, nil
+}
+
+func getMeta(tx *bolt.Tx, num uint64) (*busMeta, error) {
+	b := tx.Bucket(bucketBuses)
+	if b == nil {
+		return nil, nil
+	}
+	v := b.Get(idKey(num))
+	if v == nil {
+		return nil, nil
+	}
+	return parseMeta(idKey(num), v)
+}
+
+func putMeta(tx *bolt.Tx, num uint64, m *busMeta) error {
+	v, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	b, err := tx.CreateBucketIfNotExists(bucketBuses)
+	if err != nil {
+		return err
+	}
+	return b.Put(idKey(num), v)
+}
+
+// eventsBucket returns the bucket of bus num's events, nil if there is none.
+func eventsBucket(tx *bolt.Tx, num uint64) *bolt.Bucket {
+	if evs := tx.Bucket(bucketEvents); evs != nil {
+		return evs.Bucket(idKey(num))
+	}
+	return nil
+}
 
 // Sessions returns the ids of the sessions the journal holds, sorted.
 func (j *Journal) Sessions() []string {
@@ -67,7 +124,11 @@ func (j *Journal) openBus(session string, ringSize int, auto bool, peer string) 
 		if err := putMeta(tx, num, m); err != nil {
 			return err
 		}
-		return tx.Bucket(bucketMeta).Put(keyNextNum, idKey(num+1))
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		return meta.Put(keyNextNum, idKey(num+1))
 	})
 	if err != nil {
 		return nil, "", 0, classify(err)

@@ -33,8 +33,7 @@ type wal struct {
 	dir    string
 	wrap   func(File) File
 	onSync func()
-	// syncSeconds, if set, is told how long each segment sync took; set
-	// once after openWAL, before any append.
+	// syncSeconds, if set, is told how long each segment sync took.
 	syncSeconds Observer
 	noSync      bool // SyncNever: rotation does not sync
 	syncEach    bool // SyncAlways: segments take every write through pwrite (see bigWrite)
@@ -95,24 +94,35 @@ func segments(dir string) ([]uint64, error) {
 	return seqs, nil
 }
 
-// openWAL starts a new, empty segment numbered seq, after the segments
-// old that an earlier run wrote and that recovery keeps until a checkpoint
-// has copied them (their records then come first in the log's offsets).
-func openWAL(dir string, seq uint64, old []oldSegment, segSize int64, wrap func(File) File, onSync func(), noSync, syncEach bool) (*wal, error) {
-	w := &wal{dir: dir, wrap: wrap, onSync: onSync, noSync: noSync, syncEach: syncEach, seq: seq, segSize: segSize}
+// newWAL returns a log of dir that has no segment yet: attach starts one.
+// Until then it takes no append (a journal that recovery left read-only).
+func newWAL(dir string, segSize int64, wrap func(File) File, onSync func(), syncSeconds Observer, noSync, syncEach bool) *wal {
+	w := &wal{dir: dir, wrap: wrap, onSync: onSync, syncSeconds: syncSeconds, noSync: noSync, syncEach: syncEach,
+		segSize: segSize, live: []segStart{{}}}
 	w.waiting.L = &w.waitMu
+	return w
+}
+
+// attach starts a new, empty segment numbered seq, after the segments old
+// that an earlier run wrote and that recovery keeps until a checkpoint has
+// copied them (their records then come first in the log's offsets). On
+// error the log is as it was.
+func (w *wal) attach(seq uint64, old []oldSegment) error {
 	f, size, err := w.createFitting(seq, 0)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	w.f, w.cap = f, size
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.f, w.cap, w.seq = f, size, seq
+	w.live = w.live[:0]
 	for _, o := range old {
 		w.live = append(w.live, segStart{seq: o.seq, lsn: w.lsn})
 		w.lsn += o.bytes
 	}
 	w.live = append(w.live, segStart{seq: seq, lsn: w.lsn})
 	w.synced.Store(w.lsn)
-	return w, nil
+	return nil
 }
 
 // minSegment is the smallest segment createFitting tries on a full disk.
