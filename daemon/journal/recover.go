@@ -19,11 +19,11 @@ import (
 // and persist runs again before the first append (tryWritable). So
 // read-only is a flag of the one recovery, whose verdicts it shares.
 type recovery struct {
-	aside    bool              // the database was moved aside: the buses came from the log
+	aside    bool                // the database was moved aside: the buses came from the log
 	metas    map[uint64]*busMeta // the buses, last ids advanced over the log
-	dbLast   map[uint64]uint64 // per bus, the last id the database holds
-	drop     map[uint64]uint64 // per bus, delete the chunks with keys below this (scan)
-	newEpoch map[uint64]bool   // the buses put on a new epoch, to write
+	dbLast   map[uint64]uint64   // per bus, the last id the database holds
+	drop     map[uint64]uint64   // per bus, delete the chunks with keys below this (scan)
+	newEpoch map[uint64]bool     // the buses put on a new epoch, to write
 	lr       *logReplay
 }
 
