@@ -1,0 +1,240 @@
+package journal
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/localbus/localbus/bus"
+	bolt "go.etcd.io/bbolt"
+)
+
+// A state dir of every format the journal has had, as the daemon of that
+// format left it after a crash (fsync always): testdata/format-N.tar.gz
+// holds its journal directory, and testdata/format-N.json what that daemon
+// restored from it, per bus ("" the global bus). Format 1's: sessions
+// "made" (created with a ring of 50), "auto-a" and "auto-b" (created by
+// publishes of uids 1000 and 1001), and the global bus's copies; some
+// events in the database, the rest in two log segments.
+var formatFixtures = []int{1}
+
+type fixtureBus struct {
+	Epoch  string   `json:"epoch"`
+	LastID uint64   `json:"lastId"`
+	Auto   bool     `json:"auto"`
+	Peer   string   `json:"peer,omitempty"`
+	Ring   int      `json:"ringSize,omitempty"`
+	Frames []string `json:"frames"`
+}
+
+// unpackFixture unpacks the state dir of format n into a temporary
+// directory and returns its journal directory and what it holds.
+func unpackFixture(t *testing.T, n int) (string, map[string]fixtureBus) {
+	t.Helper()
+	name := filepath.Join("testdata", "format-"+strconv.Itoa(n))
+	f, err := os.Open(name + ".tar.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		target := filepath.Join(dir, filepath.Clean("/"+h.Name))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(target, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		case tar.TypeReg:
+			data, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(target, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	raw, err := os.ReadFile(name + ".json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want map[string]fixtureBus
+	if err := json.Unmarshal(raw, &want); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "journal"), want
+}
+
+// restored returns what j restores, as the fixtures record it.
+func restored(t *testing.T, j *Journal) map[string]fixtureBus {
+	t.Helper()
+	got := map[string]fixtureBus{}
+	for _, name := range append([]string{""}, j.Sessions()...) {
+		st, epoch, ring, err := j.OpenBus(name, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fb := fixtureBus{Epoch: epoch, LastID: st.LastID(), Ring: ring}
+		fb.Peer, fb.Auto = j.Auto(name)
+		for _, f := range retained(st) {
+			fb.Frames = append(fb.Frames, string(f.SSE()))
+		}
+		got[name] = fb
+	}
+	return got
+}
+
+// TestStateDirsOfEveryFormatOpen opens the state dir of every format the
+// journal has had: every bus comes back with its events, byte for byte,
+// its ids and its epoch; ids continue, and all of it survives a restart.
+func TestStateDirsOfEveryFormatOpen(t *testing.T) {
+	for _, n := range formatFixtures {
+		t.Run("format "+strconv.Itoa(n), func(t *testing.T) {
+			dir, want := unpackFixture(t, n)
+			j, lb := open(t, dir, Options{})
+			if diff := cmp.Diff(want, restored(t, j)); diff != "" {
+				t.Fatalf("restored (-want +got):\n%s\nlog:\n%s", diff, lb)
+			}
+			for _, name := range j.Sessions() {
+				st, _, _, _ := j.OpenBus(name, 0)
+				f := bus.NewFrame(want[name].LastID+1, "fixture:next", []byte(`{"id":0}`))
+				if err := st.Append([]*bus.Frame{f}); err != nil {
+					t.Fatalf("append to %s after the open: %v", name, err)
+				}
+			}
+			if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
+			j2, _ := open(t, dir, Options{})
+			got := restored(t, j2)
+			for name, w := range want {
+				g := got[name]
+				if name != "" {
+					w.LastID++
+				}
+				if g.Epoch != w.Epoch || g.LastID != w.LastID || g.Auto != w.Auto || g.Peer != w.Peer || g.Ring != w.Ring {
+					t.Errorf("bus %q after a restart: %+v, want epoch %s, last id %d, auto %v %q, ring %d",
+						name, g, w.Epoch, w.LastID, w.Auto, w.Peer, w.Ring)
+				}
+			}
+		})
+	}
+}
+
+// snapshot returns the names and contents of the files under dir.
+func snapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		out[strings.TrimPrefix(path, dir)] = string(data)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestAnOlderFormatIsUpgradedInPlaceAndANewerOneRefused gives the journal
+// an upgrade from format 1 to a format 2: format 1's state dir opens
+// upgraded, logged, with everything it held; a journal that knows only
+// format 1 then refuses it, naming both formats, and changes nothing in it.
+func TestAnOlderFormatIsUpgradedInPlaceAndANewerOneRefused(t *testing.T) {
+	known := upgrades
+	t.Cleanup(func() { upgrades = known })
+	marker := []byte("format-2-marker")
+	upgrades = append(known[:len(known):len(known)], func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(marker, []byte{1})
+	})
+	dir, want := unpackFixture(t, 1)
+	j, lb := open(t, dir, Options{})
+	if !strings.Contains(lb.String(), "upgraded the state dir in place") || !strings.Contains(lb.String(), "from=1 to=2") {
+		t.Errorf("the upgrade is not logged:\n%s", lb)
+	}
+	if diff := cmp.Diff(want, restored(t, j)); diff != "" {
+		t.Errorf("restored after the upgrade (-want +got):\n%s", diff)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var format, mark []byte
+	viewDB(t, dir, func(tx *bolt.Tx) {
+		format = append(format, tx.Bucket(bucketMeta).Get(keyFormat)...)
+		mark = tx.Bucket(bucketMeta).Get(marker)
+	})
+	if string(format) != "2" || mark == nil {
+		t.Fatalf("after the upgrade: format %q, marker %v; want 2 and the upgrade's marker", format, mark)
+	}
+
+	upgrades = known
+	refusesNewer(t, dir, 2)
+}
+
+// TestANewerFormatIsRefusedTouchingNothing refuses a crashed state dir
+// (a log to replay, a database to write) of a newer format.
+func TestANewerFormatIsRefusedTouchingNothing(t *testing.T) {
+	dir, _ := unpackFixture(t, 1)
+	updateDB(t, dir, func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyFormat, []byte("9")) })
+	refusesNewer(t, dir, 9)
+}
+
+// refusesNewer checks that Open refuses dir, of format n, with a
+// FormatError naming n and this daemon's format, and leaves it as it was.
+func refusesNewer(t *testing.T, dir string, n int) {
+	t.Helper()
+	before := snapshot(t, dir)
+	j, err := Open(Options{Dir: dir, Logger: quietLog})
+	if err == nil {
+		j.Close()
+		t.Fatal("Open of a newer format succeeded")
+	}
+	var fe *FormatError
+	if !errors.As(err, &fe) || fe.Stored != n || fe.Known != formatVersion() {
+		t.Fatalf("Open = %v, want a FormatError of format %d, known %d", err, n, formatVersion())
+	}
+	for _, want := range []string{"format " + strconv.Itoa(n), "format " + strconv.Itoa(formatVersion()), dir} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	if diff := cmp.Diff(before, snapshot(t, dir)); diff != "" {
+		t.Errorf("the refused state dir changed (-before +after):\n%.2000s", diff)
+	}
+}
+
+// viewDB reads the database in dir with fn.
+func viewDB(t *testing.T, dir string, fn func(tx *bolt.Tx)) {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(dir, dbName), 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.View(func(tx *bolt.Tx) error { fn(tx); return nil })
+}
