@@ -226,6 +226,13 @@ func (j *Journal) scan(metas map[uint64]*busMeta, reset map[uint64]bool) (window
 					// A value where the bus's bucket should be.
 					return fmt.Errorf("journal: %w: bus %d: %w", errDamaged, num, bolt.ErrIncompatibleValue)
 				}
+				if m.LastID > 0 {
+					// Every checkpoint that sets a last id creates the
+					// bucket: its events are lost, its key damaged, say.
+					reset[num] = true
+					j.logger.Error("journal: a bus's stored events are missing (the bus gets a new epoch)",
+						"session", sessionName(m), "lastId", m.LastID)
+				}
 				windows[num] = w
 				continue
 			}

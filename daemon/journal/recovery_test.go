@@ -335,3 +335,30 @@ func TestDamageInsideTheNewestSegmentIsCorruptionUnlessTheTailIsTorn(t *testing.
 		})
 	}
 }
+
+// TestMissingStoredEventsGiveANewEpoch removes the bucket of a bus whose
+// settings say the database holds events (a damaged key in the events
+// bucket does that): the events are gone, so the bus gets a new epoch and
+// serves what the log still holds, and its ids continue.
+func TestMissingStoredEventsGiveANewEpoch(t *testing.T) {
+	dir, epoch := journalWithDBAndLog(t) // "s": 1-4 in the database, 5-7 in the log
+	updateDB(t, dir, func(tx *bolt.Tx) error { return tx.Bucket(bucketEvents).DeleteBucket(idKey(0)) })
+	j, lb := open(t, dir, Options{})
+	st, epoch2, _, err := j.OpenBus("s", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if epoch2 == epoch {
+		t.Error("epoch kept with the stored events gone")
+	}
+	if diff := cmp.Diff(span(5, 7), ids(retained(st))); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(lb.String(), "stored events are missing") {
+		t.Errorf("not logged:\n%s", lb)
+	}
+	b := newBus(t, j, "s", 0, 0)
+	if first, _ := publish(t, b, events(0, 1, 10)...); first != 8 {
+		t.Errorf("next id = %d, want 8", first)
+	}
+}

@@ -204,6 +204,9 @@ var damagedInputs = []struct {
 			return putMeta(tx, 1, v)
 		})
 	}},
+	{"a bus's events bucket missing", func(t *testing.T, dir string) {
+		updateDB(t, dir, func(tx *bolt.Tx) error { return tx.Bucket(bucketEvents).DeleteBucket(idKey(1)) })
+	}},
 	{"a bus's events a value, not a bucket", func(t *testing.T, dir string) {
 		updateDB(t, dir, func(tx *bolt.Tx) error {
 			evs := tx.Bucket(bucketEvents)
