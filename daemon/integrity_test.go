@@ -6,6 +6,8 @@ package daemon_test
 // under an epoch a client may have seen.
 
 import (
+	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/localbus/localbus/daemon/daemontest"
 	"github.com/localbus/localbus/daemon/journal/journaltest"
+	bolt "go.etcd.io/bbolt"
 )
 
 func TestStartRefusesAStateDirOthersCanWrite(t *testing.T) {
@@ -194,4 +197,63 @@ func TestRandomCorruptionsThroughTheDaemon(t *testing.T) {
 		}
 	}
 	t.Logf("%d random single-byte corruptions through the daemon: started clean %d, new epochs %d, moved aside %d", runs, clean, newEpochs, aside)
+}
+
+// TestStartRefusesANewerJournalFormatTouchingNothing gives a killed
+// daemon's journal (a database and a log to replay) a format newer than
+// the daemon knows: the daemon exits 1 naming both formats, and the state
+// dir is as it was (SPEC §11, Upgrades).
+func TestStartRefusesANewerJournalFormatTouchingNothing(t *testing.T) {
+	dir := t.TempDir()
+	opts := daemontest.Options{Dir: dir, Durable: true}
+	d := daemontest.Start(t, opts)
+	publish(t, d, "s", "t:before", "1")
+	d.Kill(t)
+	state := filepath.Join(dir, "state")
+	db, err := bolt.Open(filepath.Join(state, "journal", "journal.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error { return tx.Bucket([]byte("meta")).Put([]byte("format"), []byte("2")) })
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := treeOf(t, state)
+
+	opts.NoWait = true
+	d = daemontest.Start(t, opts)
+	if code, _ := waitExit(t, d, time.Now()); code != 1 {
+		t.Errorf("exit code = %d, want 1", code)
+	}
+	if log := d.Stderr(); !strings.Contains(log, "format 2") || !strings.Contains(log, "format 1") {
+		t.Errorf("stderr does not name the state dir's format and the daemon's:\n%s", log)
+	}
+	if after := treeOf(t, state); !maps.Equal(before, after) {
+		t.Errorf("the refused state dir changed:\nbefore %v\nafter  %v", keysOf(before), keysOf(after))
+	}
+}
+
+// treeOf returns the files under dir and their contents.
+func treeOf(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		out[path] = string(data)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func keysOf(m map[string]string) []string {
+	return slices.Sorted(maps.Keys(m))
 }
