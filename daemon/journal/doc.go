@@ -7,6 +7,24 @@
 // Start with Open, then OpenBus for the global bus ("") and for every id
 // that Sessions lists; Close writes the clean-shutdown mark.
 //
+// # Files
+//
+// A file per job: journal.go (Options, Open, Close, Stats); the log,
+// record.go (its records and the database's chunks), segment.go (a
+// mapped segment), wal.go (segments, group commit) and log.go (a bus's
+// append and its wait for durability); recovery, recover.go (what Open
+// reads, and persist, what it then writes), database.go (opening the
+// database, loadState: the one reading of the buses' settings), format.go
+// (formats and their upgrades), logread.go (the one reader of the log and
+// its verdict on a segment's tail), replay.go (the one replay of the log)
+// and readonly.go (when the disk has no room for recovery's writes);
+// checkpoint.go (copying the log into the database), compact.go (when to,
+// and the log's bound); registry.go (the buses: settings, OpenBus,
+// Delete); store.go (a bus's Store and its window); refs.go (the global
+// bus's references); keys.go and cursor.go (idempotency keys, bridge
+// cursors); dbcheck.go (checking a database before bbolt opens it);
+// files.go (opening files safely); hooks.go (where tests step in).
+//
 // # Layout
 //
 // The directory holds a bbolt database, journal.db, and a write-ahead log
@@ -54,35 +72,54 @@
 //
 // # Recovery
 //
-// Open replays the log over the database in memory: the buses' windows
-// get the log's events (their sizes; the events stay in the records read,
-// and a frame is built when a replay first reaches it), and the database
-// and the log's segments are left as they are, so that the daemon serves
-// without first copying the log. A checkpoint in the background then
-// copies the segments, one transaction each, and removes each one only
-// once the database holds its events durably: a crash meanwhile replays
-// what is left. A bad record in the newest
-// segment that nothing whole follows, and that does not look like a whole
-// record damaged in place, is a torn tail: it is cut off and logged with
-// what it held, and epochs are kept (with SyncAlways nothing acknowledged
-// was in it). Any other bad record is corruption: everything after it is
-// dropped and every bus gets a new epoch, so no id a client may have seen
-// is reused under the epoch it saw it in. A stored chunk whose checksum
-// does not match is dropped with every older event of its bus, whose
-// epoch changes. Without the clean-shutdown mark, a journal last run with
+// Open reads the state dir once, in memory, and then makes the disk agree
+// with what it read (recovery, persist). It reads the database's state
+// (loadState), the buses' stored chunks (scan) and the log: one reader,
+// readSegment, maps each segment, cuts it into its whole records and
+// judges what follows them, once (judgeTail), and one replay, replayLog,
+// applies the records to the buses' windows (their sizes; the events stay
+// in the mapped segments, and a frame is built when a replay first reaches
+// it). The database and the log's segments are left as they are, so that
+// the daemon serves without first copying the log. A checkpoint in the
+// background then copies the segments, one transaction each, and removes
+// each one only once the database holds its events durably: a crash
+// meanwhile replays what is left.
+//
+// A bad record in the newest segment that nothing whole follows, and that
+// does not look like a whole record damaged in place, is a torn tail: it
+// is cut off and logged with what it held, and epochs are kept (with
+// SyncAlways nothing acknowledged was in it). Any other bad record, or a
+// whole one that refers to events the log does not hold, is corruption:
+// everything after it is dropped and every bus gets a new epoch, so no id
+// a client may have seen is reused under the epoch it saw it in. A stored
+// chunk whose checksum does not match is dropped with every older event of
+// its bus, whose epoch changes, as does a bus whose stored events are
+// missing. Without the clean-shutdown mark, a journal last run with
 // SyncInterval or SyncNever gives every bus a new epoch, since
 // acknowledged events may be lost. A database that cannot be read (its
-// structure is checked before bbolt opens it, and every read of it is
-// guarded against panics and memory faults) is moved aside as
-// journal.db.corrupt-TIME, and the journal starts from what the log holds,
-// every bus on a new epoch.
+// structure is checked before bbolt opens it, every read of it is guarded
+// against panics and memory faults, and its values are checked as they
+// are read) is moved aside as journal.db.corrupt-TIME, and the journal
+// starts from what the log holds, every bus on a new epoch.
 //
-// When recovery runs out of space, Open still succeeds, read-only: it
-// restores in memory what the database and the log hold, writes nothing,
-// and every append fails with ErrDiskFull. An append retries finishing the
-// open at most once a second; a new epoch chosen in memory is written
-// before the log is replayed, so no id is assigned under an epoch that is
-// not on disk.
+// What recovery then writes (persist), in order: in one transaction, the
+// format, the sync mode, no clean mark, the damaged chunks' deletion and
+// the new epochs; then the log's bad tail cut off, the kept segments
+// synced, and a new segment. When that fails for lack of space, Open still
+// succeeds, read-only: the journal serves what the recovery restored,
+// writes nothing, and every append fails with ErrDiskFull. Read-only is
+// only that flag of the one recovery, so its verdicts are the writable
+// ones. An append retries persist at most once a second; a new epoch
+// chosen in memory is written before anything else, so no id is assigned
+// under an epoch that is not on disk.
+//
+// # Formats
+//
+// The database records its format (format.go). A state dir of an older
+// format is upgraded in place when it is opened, and the upgrade logged;
+// one of a newer format is refused with a *FormatError, naming both, before
+// anything in it is touched. testdata holds a state dir of every format,
+// which a test opens.
 //
 // # Retention and memory
 //
