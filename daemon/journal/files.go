@@ -3,7 +3,6 @@ package journal
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -68,25 +67,6 @@ func openRegular(path string, flag int, perm os.FileMode) (*os.File, error) {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (%s)", errNotRegular, kind(fi.Mode()))}
 	}
 	return f, nil
-}
-
-// readRegular reads a journal file opened with openRegular.
-func readRegular(path string) ([]byte, error) {
-	f, err := openRegular(path, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	buf := make([]byte, fi.Size())
-	n, err := io.ReadFull(f, buf)
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		err = nil // it shrank meanwhile: what is there
-	}
-	return buf[:n], err
 }
 
 // truncateRegular cuts a journal file, never the target of a symlink.
