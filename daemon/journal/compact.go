@@ -11,22 +11,20 @@ import (
 // log, not the database, then holds what is published and soon evicted:
 // under a steady stream of publishes little is copied. It stops at the
 // first segment whose retained events fill more than a quarter of it,
-// unless the log from there on is over its bound: twice CheckpointBytes
-// if set, else compactLimit. With the bound following the rings, it first
-// deletes from the database what the rings evicted (trimEvicted), and the
-// log is kept within compactLimit, so the journal takes at most about
-// twice what the rings retain plus a segment.
+// unless the log from there on is over its bound (logBound). With the
+// bound following the rings, it first deletes from the database what the
+// rings evicted (trimEvicted), so the journal takes at most about twice
+// what the rings retain plus a segment.
 func (j *Journal) compact() error {
 	j.ckptMu.Lock()
 	defer j.ckptMu.Unlock()
-	limit := 2 * uint64(j.opts.CheckpointBytes)
 	if j.adaptive {
 		if err := j.trimEvicted(); err != nil {
-			j.rearm(limit, err)
+			j.rearm(2*uint64(j.opts.CheckpointBytes), err)
 			return j.countCheckpoint(err)
 		}
-		limit = j.compactLimit()
 	}
+	limit := j.logBound()
 	live := j.wal.held()
 	end := j.wal.end()
 	retire, found := uint64(0), false
@@ -77,13 +75,18 @@ func (j *Journal) rearm(limit uint64, err error) {
 // leaves to replay.
 const maxAdaptiveLog = 2 * DefaultCheckpointBytes
 
-// compactLimit is the log's bound when it follows the rings: twice the
-// bytes the rings retain (in the database's format), less what the
-// database file takes on disk, and at least half a segment. The database
-// holds retained events that the log no longer does, and its free pages,
-// which it reuses; so the journal takes at most max(2 × retained, database
-// + half a segment) plus what the current segment has allocated ahead.
-func (j *Journal) compactLimit() uint64 {
+// logBound is the log's bound, the one place it is decided. With
+// CheckpointBytes set it is twice that. Otherwise it follows the rings:
+// twice the bytes the rings retain (in the database's format), less what
+// the database file takes on disk, at least half a segment and at most
+// maxAdaptiveLog. The database holds retained events that the log no
+// longer does, and its free pages, which it reuses; so the journal takes
+// at most max(2 × retained, database + half a segment) plus what the
+// current segment has allocated ahead.
+func (j *Journal) logBound() uint64 {
+	if !j.adaptive {
+		return 2 * uint64(j.opts.CheckpointBytes)
+	}
 	var retained uint64
 	for _, s := range j.storeList() {
 		s.mu.Lock()

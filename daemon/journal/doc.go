@@ -47,7 +47,7 @@
 // # Compaction and checkpoints
 //
 // The log, not the database, holds what is published and soon evicted.
-// Once the log is over its bound (compactLimit: twice what the rings
+// Once the log is over its bound (logBound: twice what the rings
 // retain, less the database file, at least half a segment; or twice
 // CheckpointBytes if set), the background deletes from the database what
 // retention dropped, then removes the log's oldest segments whose events

@@ -58,7 +58,7 @@ type Options struct {
 	SegmentBytes int64
 	// CheckpointBytes, if set, is how much log starts a compaction, and
 	// the log is kept within twice it. Default: the log follows what the
-	// rings retain (see compactLimit), so that the journal takes at most
+	// rings retain (see logBound), so that the journal takes at most
 	// about twice the retained bytes plus a segment, and at most 128 MiB
 	// of log.
 	CheckpointBytes int64
