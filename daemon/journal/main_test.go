@@ -163,15 +163,7 @@ func logEnd(t testing.TB, path string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	off := 0
-	for off+recHeaderLen <= len(data) && !allZero(data[off:off+recHeaderLen]) {
-		_, n, err := readRecord(data[off:])
-		if err != nil {
-			break
-		}
-		off += n
-	}
-	return off
+	return cutRecords(data, true).end
 }
 
 // setHooks gives the journal in dir the test hooks h (see hooks), until the

@@ -234,17 +234,11 @@ func recordOffsets(t testing.TB, path string) []int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var offs []int
-	off := 0
-	for off+recHeaderLen <= len(data) && !allZero(data[off:off+recHeaderLen]) {
-		_, n, err := readRecord(data[off:])
-		if err != nil {
-			t.Fatalf("record at %d: %v", off, err)
-		}
-		offs = append(offs, off)
-		off += n
+	sr := cutRecords(data, true)
+	if sr.tail != tailClean {
+		t.Fatalf("%s: a %v tail at %d", path, sr.tail, sr.end)
 	}
-	return append(offs, off)
+	return append(sr.offs, sr.end)
 }
 
 func TestDamageInsideTheNewestSegmentIsCorruptionUnlessTheTailIsTorn(t *testing.T) {

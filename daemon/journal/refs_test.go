@@ -81,14 +81,7 @@ func logRecords(t *testing.T, dir string) []record {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for off := 0; off+recHeaderLen <= len(data) && !allZero(data[off:off+recHeaderLen]); {
-			r, n, err := readRecord(data[off:])
-			if err != nil {
-				break
-			}
-			out = append(out, r)
-			off += n
-		}
+		out = append(out, cutRecords(data, true).recs...)
 	}
 	return out
 }
