@@ -13,7 +13,8 @@ import (
 // "localbus session show --json ID": urfave/cli, like Go's flag package,
 // stops at the first argument. Only the last command's part moves; what
 // follows "--" stays an argument, as does "-" (stdin); a flag that takes a
-// value keeps it ("--since 0", "--types=a,b"). A flag the command does not
+// value keeps it ("--since 0", "--types=a,b"), and a one-letter flag
+// joined to its value is split ("-n5" becomes "-n 5"). A flag the command does not
 // know is moved too, so that it is reported as unknown rather than taken for
 // an argument. args[0] is the program name. args are returned unchanged
 // when they name no command, a command that parses its own flags, or end
@@ -46,6 +47,10 @@ func reorderArgs(app *cli.App, args []string) []string {
 			dashdash = true
 			j = len(args)
 		case len(a) > 1 && a[0] == '-':
+			if flag, value, ok := joinedShort(a, takesValue); ok {
+				flags = append(flags, flag, value)
+				continue
+			}
 			flags = append(flags, a)
 			name := strings.TrimLeft(a, "-")
 			if strings.Contains(name, "=") {
@@ -67,6 +72,19 @@ func reorderArgs(app *cli.App, args []string) []string {
 		out = append(out, "--")
 	}
 	return append(out, rest...)
+}
+
+// joinedShort splits a one-letter flag joined to its value, "-n5", into
+// "-n" and "5", as getopt reads it and Go's flag package does not: only
+// when the letter's flag takes a value and the whole is no flag's name.
+func joinedShort(a string, takesValue map[string]bool) (flag, value string, ok bool) {
+	if len(a) < 3 || a[1] == '-' || strings.Contains(a, "=") || !takesValue[a[1:2]] {
+		return "", "", false
+	}
+	if _, known := takesValue[a[1:]]; known {
+		return "", "", false
+	}
+	return a[:2], a[2:], true
 }
 
 // findCommand returns the command of cmds named or aliased name, or nil.

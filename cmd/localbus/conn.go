@@ -148,7 +148,7 @@ func clientError(err error) error {
 	case errors.As(err, &urlErr):
 		return exitError{exitUsage, fmt.Errorf("--url %q: want http://HOST:PORT", urlErr.URL)}
 	case errors.As(err, &ue):
-		return exitError{exitUnreachable, fmt.Errorf("cannot reach the daemon: %s; is it running? (start it with 'localbus serve', or point --socket or --url at it)", dialProblem(ue))}
+		return exitError{exitUnreachable, fmt.Errorf("cannot reach the daemon: %s", dialProblem(ue))}
 	case errors.As(err, &ee):
 		return exitError{exitEnded, errors.New(endedText(ee))}
 	case errors.As(err, &ae):
@@ -173,16 +173,16 @@ func clientError(err error) error {
 	return exitError{exitUnreachable, fmt.Errorf("talking to the daemon: %v", err)}
 }
 
-// dialProblem says in plain words why the daemon was not reached.
+// dialProblem says in plain words why the daemon was not reached, with
+// a hint when it may just not be running. On the Unix socket it names every
+// socket the CLI looked for (socketsTried).
 func dialProblem(ue *client.UnreachableError) string {
-	where := strings.TrimPrefix(ue.Addr, "unix:")
-	switch {
-	case errors.Is(ue.Err, syscall.ENOENT):
-		return "no socket at " + where
-	case errors.Is(ue.Err, syscall.ECONNREFUSED):
-		return "nothing is listening on " + where
-	case errors.Is(ue.Err, syscall.EACCES), errors.Is(ue.Err, os.ErrPermission):
-		return "permission denied on " + where + " (is your user in the socket's group?)"
+	if path, ok := strings.CutPrefix(ue.Addr, "unix:"); ok {
+		return unreachableText(path, ue.Err)
+	}
+	where := strings.TrimPrefix(ue.Addr, "tcp:")
+	if errors.Is(ue.Err, syscall.ECONNREFUSED) {
+		return "nothing is listening on " + where + "; is it running? (start it with 'localbus serve', or point --socket or --url at it)"
 	}
 	return fmt.Sprintf("%s: %v", where, rootCause(ue.Err))
 }

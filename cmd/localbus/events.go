@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/template"
@@ -21,19 +22,24 @@ func eventsCommand() *cli.Command {
 	cmd := clientCommand(&cli.Command{
 		Name:      "events",
 		Usage:     "follow a stream of events",
-		UsageText: "localbus events [--session ID | --family F] [--types T,T] [--since N|10m|TIME] [--transport sse|ws] [--raw | --format TEMPLATE] [--count N] [--timeout D]",
+		UsageText: "localbus events [--session ID | --family F] [--types T,T] [--since WHEN | --tail N] [--until WHEN] [--transport sse|ws] [--raw | --format TEMPLATE|json] [--count N] [--timeout D]",
 		Description: "Prints the events of a session (--session), of one family across all sessions\n" +
 			"(--family), or of the whole daemon (neither; needs admin), as they are published.\n" +
-			"Each line is TIME  SESSION  ID  TYPE  DATA, the time local, in aligned columns; --raw\n" +
-			"prints each event's JSON envelope on one line instead, and --format a Go template\n" +
-			"over the envelope: {{.ID}} {{.Type}} {{.Session}} {{.Seq}} {{.Data}} (JSON text)\n" +
-			"{{.Timestamp}} (as sent, UTC) {{.Time}} (local, a time.Time: {{.Time.Format \"15:04\"}})\n" +
-			"{{.Originator}}; {{json .}} prints the envelope, {{json .Data}} the data.\n" +
+			"Each line is TIME  SESSION  ID  TYPE  DATA, the time local, in aligned columns; on a\n" +
+			"family or the whole daemon the id is the global bus's, shown as global:N (the id in\n" +
+			"its session is {{.Seq}}). --raw (or --format json) prints each event's JSON envelope\n" +
+			"on one line instead, and --format a Go template over the envelope: {{.ID}} {{.Type}}\n" +
+			"{{.Session}} {{.Seq}} {{.Data}} (JSON text) {{.Timestamp}} (as sent, UTC) {{.Time}}\n" +
+			"(local, a time.Time: {{.Time.Format \"15:04\"}}) {{.Originator}}; {{json .}} prints\n" +
+			"the envelope, {{json .Data}} the data.\n" +
 			"\n" +
-			"--since takes an event id (0 replays everything the daemon still holds), a duration\n" +
-			"(10m: what was published in the last ten minutes) or an RFC 3339 time\n" +
-			"(2026-12-01T20:00:00+01:00); a time the daemon's ring no longer reaches back to is\n" +
-			"reported as a gap.\n" +
+			"--since and --until take a WHEN: an event id (0: everything the daemon still holds),\n" +
+			"a duration (10m: ten minutes ago), an RFC 3339 time (2026-12-01T20:00:00+01:00) or\n" +
+			"Unix seconds (@1764643500). A time is served from what the daemon still holds; one\n" +
+			"its ring no longer reaches back to is reported as a gap. A plain number is always an\n" +
+			"event id: one above the bus's last id is refused. --until is inclusive: once the\n" +
+			"stream passes it (an event after it, or the clock past its time) the command exits 0.\n" +
+			"--tail N (-n N, -nN) prints the last N events, then follows, as journalctl -n -f does.\n" +
 			"\n" +
 			"It follows the stream until interrupted: when the daemon reloads, restarts or drops\n" +
 			"a reader that fell behind, it reconnects and resumes after the last event it\n" +
@@ -41,27 +47,31 @@ func eventsCommand() *cli.Command {
 			"daemon no longer holds them, or the daemon restarted without durability) are\n" +
 			"reported on stderr in plain words, as are reconnections.\n" +
 			"\n" +
-			"--count N exits 0 after N events (scripts: wait for something to happen). --timeout D\n" +
-			"stops after D: exit 0 without --count, exit 1 if fewer than N events came.\n" +
-			"Exits 4 when the session is deleted or does not exist (--wait waits for it to be\n" +
-			"created), 2 when the daemon cannot be reached at start, 3 when it refuses the\n" +
-			"credentials.\n" +
+			"--count N exits 0 after N events, the --tail ones included (scripts: wait for\n" +
+			"something to happen). --timeout D stops after D: exit 0 without --count, exit 1 if\n" +
+			"fewer than N events came. Exits 4 when the session is deleted or does not exist\n" +
+			"(--wait waits for it to be created), 2 when the daemon cannot be reached at start,\n" +
+			"3 when it refuses the credentials.\n" +
 			"\n" +
 			"Examples:\n" +
 			"  localbus events --session build-17\n" +
+			"  localbus events --session build-17 -n 20\n" +
 			"  localbus events --session build-17 --types 'build:*' --since 0 --raw\n" +
+			"  localbus events --session build-17 --since @1764643500 --until 10m\n" +
 			"  localbus events --family build --since 1h --format '{{.Time.Format \"15:04:05\"}} {{.Type}}'\n" +
 			"  localbus events --session build-17 --types build:done --count 1 --timeout 10m --wait",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "session", Aliases: []string{"s"}, Usage: "follow the session `ID`"},
 			&cli.StringFlag{Name: "family", Aliases: []string{"f"}, Usage: "follow family `F` of every session (e.g. build)"},
 			&cli.StringSliceFlag{Name: "types", Aliases: []string{"t"}, Usage: "only these event types; `T` is exact (build:done) or a whole family (build:*); comma-separated or repeated"},
-			&cli.StringFlag{Name: "since", Usage: "start after event id `N` (0: everything the daemon still holds), or at what was published since a duration ago (10m) or an RFC 3339 time; default: only new events"},
+			&cli.StringFlag{Name: "since", Usage: "start after `WHEN`: an event id (0: everything the daemon still holds), a duration (10m), an RFC 3339 time or @UNIX seconds", DefaultText: "only new events"},
+			&cli.StringFlag{Name: "until", Usage: "exit 0 once the stream passes `WHEN` (inclusive; the forms of --since)", DefaultText: "follow"},
+			&cli.IntFlag{Name: "tail", Aliases: []string{"n"}, Usage: "print the last `N` events, then follow", DefaultText: "none"},
 			&cli.StringFlag{Name: "epoch", Usage: "the `EPOCH` --since belongs to (from an earlier stream), so a restarted id sequence is reported"},
 			&cli.StringFlag{Name: "transport", Value: "sse", Usage: "`NAME`: sse (Server-Sent Events) or ws (WebSocket)"},
 			&cli.BoolFlag{Name: "raw", Aliases: []string{"json"}, Usage: "print each event's JSON envelope on one line"},
-			&cli.StringFlag{Name: "format", Usage: "print each event with the Go `TEMPLATE` (see above)"},
-			&cli.IntFlag{Name: "count", Aliases: []string{"n"}, Usage: "exit after `N` events", DefaultText: "follow until interrupted"},
+			&cli.StringFlag{Name: "format", Usage: "print each event with the Go `TEMPLATE` (see above); json: the envelope, one per line"},
+			&cli.IntFlag{Name: "count", Usage: "exit after `N` events", DefaultText: "follow until interrupted"},
 			&cli.DurationFlag{Name: "timeout", Usage: "stop after `D` (e.g. 30s, 5m)", DefaultText: "none"},
 			&cli.BoolFlag{Name: "wait", Usage: "wait for the --session to be created instead of exiting 4 when it does not exist"},
 			&cli.IntFlag{Name: "max-queued", Usage: "ask the daemon to queue at most `N` unread events (16–2048) before dropping this reader", DefaultText: "the daemon's max_queued"},
@@ -92,28 +102,54 @@ func runEvents(c *cli.Context) error {
 	if opts.Transport != client.SSE && opts.Transport != client.WebSocket {
 		return usagef(c, "--transport must be sse or ws, not %q", opts.Transport)
 	}
+	f := &follower{
+		out: c.App.Writer, errw: c.App.ErrWriter,
+		raw: c.Bool("raw"), global: opts.Session == "",
+		session: opts.Session, family: opts.Family, epoch: opts.Epoch,
+	}
+	now := time.Now()
 	if c.IsSet("since") {
-		since := c.String("since")
-		if n, err := bus.ParseCursor(since); err == nil {
-			opts.Since = &n
-		} else if t, err := bus.ParseSinceTime(since, time.Now()); err == nil {
-			opts.SinceTime = t
+		p, err := parsePoint(c.String("since"), now)
+		if err != nil {
+			return usagef(c, "--since %v", err)
+		}
+		f.since = &p
+		if p.isID {
+			opts.Since = &p.id
 		} else {
-			return usagef(c, "--since must be an event id (0 or more), a duration (10m) or an RFC 3339 time (2026-12-01T20:00:00Z), not %q", since)
+			opts.SinceTime = p.t
 		}
 	}
-	var tmpl *template.Template
+	if c.IsSet("until") {
+		p, err := parsePoint(c.String("until"), now)
+		if err != nil {
+			return usagef(c, "--until %v", err)
+		}
+		f.until = &p
+	}
+	if c.IsSet("tail") {
+		if c.IsSet("since") {
+			return usagef(c, "give --tail or --since, not both")
+		}
+		if f.tail = c.Int("tail"); f.tail < 0 {
+			return usagef(c, "--tail must be 0 or more")
+		}
+	}
 	if c.IsSet("format") {
 		if c.Bool("raw") {
 			return usagef(c, "give --raw or --format, not both")
 		}
-		var err error
-		if tmpl, err = parseFormat(c.String("format")); err != nil {
-			return usagef(c, "--format: %v", err)
+		if c.String("format") == "json" {
+			f.raw = true
+		} else {
+			tmpl, err := parseFormat(c.String("format"))
+			if err != nil {
+				return usagef(c, "--format: %v", err)
+			}
+			f.format = tmpl
 		}
 	}
-	count := c.Int("count")
-	if count < 0 {
+	if f.count = c.Int("count"); f.count < 0 {
 		return usagef(c, "--count must be at least 1")
 	}
 	timeout := c.Duration("timeout")
@@ -127,63 +163,212 @@ func runEvents(c *cli.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	f := &follower{
-		out: c.App.Writer, errw: c.App.ErrWriter,
-		raw: c.Bool("raw"), format: tmpl,
-		session: opts.Session,
-	}
 	opts.OnRetry = f.retrying
 	cl := newClient(c)
 	defer cl.CloseIdleConnections()
+	if f.tail > 0 {
+		opts.Since = f.tailStart(ctx, cl, opts)
+		f.tailing = true
+	}
 
 	st, err := cl.Stream(ctx, opts)
 	if err == nil {
 		defer st.Close()
-		err = f.follow(ctx, st, count)
+		err = f.follow(ctx, st)
 	}
+	var ue usageError
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &ue):
+		return usagef(c, "%v", ue.err)
 	case c.Context.Err() != nil:
 		return nil // interrupted: not an error
 	case errors.Is(err, errOutput), errors.As(err, new(exitError)):
 		return err
 	case ctx.Err() != nil:
-		if count > 0 {
-			return fmt.Errorf("timed out after %v with %d of %d events", timeout, f.events, count)
+		if f.count > 0 {
+			return fmt.Errorf("timed out after %v with %d of %d events", timeout, f.events, f.count)
 		}
 		return nil
 	}
 	return clientError(err)
 }
 
+// tailStart returns the cursor of a --tail stream: on a session stream
+// without --types, N before the session's last id, since its ids are
+// contiguous; otherwise 0, and the follower keeps the last N of what the
+// daemon replays.
+func (f *follower) tailStart(ctx context.Context, cl *client.Client, opts client.StreamOptions) *uint64 {
+	from := uint64(0)
+	if opts.Session == "" || len(opts.Types) > 0 {
+		return &from
+	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	if info, err := cl.Session(ctx, opts.Session); err == nil && info.LastID > uint64(f.tail) {
+		from = info.LastID - uint64(f.tail)
+	}
+	return &from
+}
+
 // A follower prints a stream: events on out, what happens to the stream
-// on errw.
+// on errw. It is used by one goroutine.
 type follower struct {
 	out, errw io.Writer
 	raw       bool
 	format    *template.Template // nil: columns
 	cols      columns
+	global    bool // the stream is the global bus or a family: ids are global
 	session   string
-	events    int
-	readies   int
+	family    string
+	epoch     string // --epoch, "" if not given
+	since     *point // --since, nil if not given
+	until     *point // --until, nil if not given
+	tail      int    // --tail N, 0 if not given
+	count     int    // --count N, 0 if not given
+
+	events  int  // events printed
+	readies int  // stream:ready frames seen
+	live    bool // the stream has replayed what it was asked to (or asked for none)
+	tailing bool // --tail: events are kept in buf until the replay ends
+	buf     []client.Frame
+	arm     func(time.Time) // ends the stream once the clock passes --until's time
 }
 
-// follow prints frames until count events (0: forever) or an error.
-func (f *follower) follow(ctx context.Context, st *client.Stream, count int) error {
-	for count == 0 || f.events < count {
+// errUntil ends a stream whose --until time has passed.
+var errUntil = errors.New("the --until time has passed")
+
+// follow prints frames until the stream ends, --count events were printed
+// or the stream passed --until.
+func (f *follower) follow(ctx context.Context, st *client.Stream) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	f.arm = func(t time.Time) {
+		timer = time.AfterFunc(time.Until(t), func() { cancel(errUntil) })
+	}
+	for {
 		fr, err := st.Next(ctx)
 		if err != nil {
+			if context.Cause(ctx) == errUntil {
+				return nil
+			}
 			return err
 		}
-		if fr.Reserved() {
-			f.notice(fr)
-			continue
+		var done bool
+		switch {
+		case fr.Reserved():
+			done, err = f.reserved(fr)
+		case f.tailing:
+			f.buf = append(f.buf, fr)
+			if len(f.buf) > f.tail {
+				f.buf = slices.Delete(f.buf, 0, 1)
+			}
+		default:
+			done, err = f.emit(fr)
 		}
-		if err := f.print(fr); err != nil {
+		if done || err != nil {
 			return err
 		}
-		f.events++
+	}
+}
+
+// emit prints an event unless it lies after --until, and reports whether
+// the command is done: --count reached or --until passed.
+func (f *follower) emit(fr client.Frame) (bool, error) {
+	if f.until != nil && f.until.after(fr.ID, fr.Timestamp) {
+		return true, nil
+	}
+	if err := f.print(fr); err != nil {
+		return true, err
+	}
+	f.events++
+	if f.count > 0 && f.events >= f.count {
+		return true, nil
+	}
+	return f.until != nil && f.until.isID && fr.ID == f.until.id, nil
+}
+
+// reserved handles a stream:* frame and reports whether the command is
+// done.
+func (f *follower) reserved(fr client.Frame) (bool, error) {
+	switch fr.Type {
+	case bus.TypeReady:
+		f.readies++
+		if f.readies == 1 {
+			d := frameData[bus.ReadyData](fr)
+			if err := f.checkIDs(d); err != nil {
+				return true, err
+			}
+			if f.since == nil && f.tail == 0 {
+				f.notice(fr)
+				return f.goLive(), nil
+			}
+		}
+	case bus.TypeReplayed:
+		if !f.live {
+			f.tailing = false
+			for i, ev := range f.buf {
+				if done, err := f.emit(ev); done || err != nil {
+					f.buf = f.buf[i+1:]
+					return true, err
+				}
+			}
+			f.buf = nil
+			return f.goLive(), nil
+		}
+	case bus.TypeGap:
+		if f.tailing && frameData[bus.GapData](fr).Reason == bus.GapRingEvicted {
+			return false, nil // the tail is shorter than asked: nothing was lost
+		}
+	}
+	f.notice(fr)
+	return false, nil
+}
+
+// goLive marks the end of the replay and reports whether the command is
+// done: --until's id was reached (the replay delivered every event up to
+// the bus's last id, which --until is not above), or its time has passed.
+func (f *follower) goLive() bool {
+	f.live = true
+	switch {
+	case f.until == nil:
+		return false
+	case f.until.isID || !time.Now().Before(f.until.t):
+		return true
+	}
+	f.arm(f.until.t)
+	return false
+}
+
+// checkIDs refuses an id of --since or --until above the bus's last id at
+// the stream's start, unless --epoch names another epoch (the id then
+// belongs to an old sequence): a number that large is most likely Unix
+// seconds.
+func (f *follower) checkIDs(d bus.ReadyData) error {
+	if f.epoch != "" && f.epoch != d.Epoch {
+		return nil
+	}
+	what := fmt.Sprintf("session %q", f.session)
+	switch {
+	case f.family != "":
+		what = fmt.Sprintf("the global bus (which family %q streams use)", f.family)
+	case f.session == "":
+		what = "the global bus"
+	}
+	for _, p := range []struct {
+		flag string
+		p    *point
+	}{{"--since", f.since}, {"--until", f.until}} {
+		if p.p != nil && p.p.isID && p.p.id > d.LastID {
+			return usageError{err: p.p.idHint(p.flag, d.LastID, what)}
+		}
 	}
 	return nil
 }
@@ -191,6 +376,10 @@ func (f *follower) follow(ctx context.Context, st *client.Stream, count int) err
 // idWidth is the least width of the id column, right-aligned, so that the
 // columns after it stay put as ids grow.
 const idWidth = 6
+
+// globalLabel marks the ids of family and global streams, which are the
+// global bus's and not their sessions'.
+const globalLabel = "global:"
 
 // errOutput marks a failure to write the output (a closed pipe): the
 // reader went away, so the command ends quietly with exit 1.
@@ -215,9 +404,14 @@ func (f *follower) print(fr client.Frame) error {
 		if session == "" {
 			session = "-" // the daemon's own localbus:* events
 		}
-		id := strconv.FormatUint(fr.ID, 10)
-		if len(id) < idWidth {
-			id = strings.Repeat(" ", idWidth-len(id)) + id
+		id, width := strconv.FormatUint(fr.ID, 10), idWidth
+		if f.global {
+			// Not the id in its session (fr.Seq): the global bus's, which
+			// is what --since takes on this stream.
+			id, width = globalLabel+id, idWidth+len(globalLabel)
+		}
+		if len(id) < width {
+			id = strings.Repeat(" ", width-len(id)) + id
 		}
 		_, err = io.WriteString(f.out, f.cols.line(localTime(fr.Timestamp), session, id, fr.Type, string(fr.Data)))
 	}
@@ -227,12 +421,9 @@ func (f *follower) print(fr client.Frame) error {
 	return nil
 }
 
-// notice reports a reserved frame on errw in plain words; frames that
-// are routine (the first stream:ready, stream:replayed) say nothing.
+// notice reports a reserved frame on errw in plain words (reserved has
+// counted it if it is a stream:ready); frames that are routine (the first stream:ready, stream:replayed) say nothing.
 func (f *follower) notice(fr client.Frame) {
-	if fr.Type == bus.TypeReady {
-		f.readies++
-	}
 	if msg := describe(fr, f.readies); msg != "" {
 		fmt.Fprintf(f.errw, "localbus: %s\n", msg)
 	}

@@ -62,7 +62,7 @@ func TestEventsCountRawPrintsExactlyNEnvelopes(t *testing.T) {
 
 // peopleLine is a line of localbus events for people: local time,
 // session, id, type, data.
-var peopleLine = regexp.MustCompile(`^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3})  (\S+) *   *(\d+)  (\S+) *  (.*)$`)
+var peopleLine = regexp.MustCompile(`^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3})  (\S+) *   *((?:global:)?\d+)  (\S+) *  (.*)$`)
 
 func TestEventsPrintsTimeSessionIDTypeDataInAlignedColumns(t *testing.T) {
 	t.Parallel()
@@ -152,7 +152,7 @@ func TestEventsSinceTakesADurationOrATime(t *testing.T) {
 	if r.code != 0 || r.stdout != "2\n3\n4\n" || !strings.Contains(r.stderr, "missed") && !strings.Contains(r.stderr, "gap") {
 		t.Errorf("--since 1h: exit %d, stdout %q, stderr %q; want a gap reported, then 2, 3 and 4", r.code, r.stdout, r.stderr)
 	}
-	if r := runBin(t, "", "events", "--socket", d.Socket, "--session", "old", "--since", "yesterday"); r.code != exitUsage || !strings.Contains(r.stderr, "a duration (10m) or an RFC 3339 time") {
+	if r := runBin(t, "", "events", "--socket", d.Socket, "--session", "old", "--since", "yesterday"); r.code != exitUsage || !strings.Contains(r.stderr, "a duration (10m: ten minutes ago), an RFC 3339 time") {
 		t.Errorf("--since yesterday: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
@@ -412,7 +412,10 @@ func TestEventsExitCodes(t *testing.T) {
 		{"daemon down", []string{"--socket", nowhere, "--session", "s"}, exitUnreachable, "cannot reach the daemon: no socket at " + nowhere},
 		{"refused", []string{"--socket", refused, "--session", "s"}, exitRefused, "refused by the daemon (401 unauthorized)"},
 		{"bad type filter", []string{"--session", "s", "--types", "nocolon"}, exitUsage, "invalid_types"},
-		{"bad since", []string{"--session", "s", "--since", "-1"}, exitUsage, "--since must be an event id"},
+		{"bad since", []string{"--session", "s", "--since", "-1"}, exitUsage, `--since "-1": want an event id (42), a duration (10m: ten minutes ago), an RFC 3339 time (2026-12-01T20:00:00Z) or Unix seconds (@1764643500)`},
+		{"bad until", []string{"--session", "s", "--until", "@soon"}, exitUsage, `--until "@soon": want @ and Unix seconds`},
+		{"tail and since", []string{"--session", "s", "-n", "3", "--since", "0"}, exitUsage, "give --tail or --since, not both"},
+		{"negative tail", []string{"--session", "s", "-n-1"}, exitUsage, "--tail must be 0 or more"},
 		{"session and family", []string{"--session", "s", "--family", "f"}, exitUsage, "give --session or --family, not both"},
 		{"bad transport", []string{"--session", "s", "--transport", "carrier-pigeon"}, exitUsage, "--transport must be sse or ws"},
 		{"unknown flag", []string{"--sesion", "s"}, exitUsage, "unknown flag --sesion"},

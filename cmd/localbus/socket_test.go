@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -167,6 +170,91 @@ func TestDefaultSocketRule(t *testing.T) {
 		exists := func(p string) bool { return strings.Contains(strings.Join(tt.present, "\n"), p) }
 		if got := defaultSocket(tt.euid, env, exists); got != tt.want {
 			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestUnreachableNamesEverySocketTriedAndWhy runs the CLI as another user
+// whose own socket does not exist, with a "system daemon" (in the test's
+// directory) that this user may not reach: the error names both sockets,
+// that the user's is missing, and what denies the system one: its
+// directory's group, or an unset socket_group.
+func TestUnreachableNamesEverySocketTriedAndWhy(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("acting as another user needs root")
+	}
+	dir := t.TempDir()
+	openDir(t, dir)
+	sysDir := filepath.Join(dir, "sys")
+	sys := filepath.Join(sysDir, "localbus.sock")
+	userRun := filepath.Join(dir, "user")
+	if err := os.Mkdir(sysDir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(userRun, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(userRun, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	bin := buildWithSystemSocket(t, sys)
+	d := daemontest.Start(t, daemontest.Options{Socket: sys})
+	env := []string{"PATH=/usr/bin:/bin", "HOME=/", "XDG_RUNTIME_DIR=" + userRun}
+	own := filepath.Join(userRun, "localbus", "localbus.sock")
+
+	users, err := user.LookupGroup("users")
+	if err != nil {
+		t.Fatalf("group users: %v", err)
+	}
+	usersGID, _ := strconv.Atoi(users.Gid)
+	tests := []struct {
+		name  string
+		setup func() error
+		says  []string
+	}{
+		{"directory of group root", func() error { return nil },
+			[]string{"no socket at " + own, "permission denied on " + sys, "its directory " + sysDir + " is mode 0750, group root: the daemon's socket_group is unset"}},
+		{"directory of another group", func() error { return os.Chown(sysDir, 0, usersGID) },
+			[]string{"no socket at " + own, "permission denied on " + sys, "its directory " + sysDir + " is mode 0750, group users, and you are not in group users (sudo usermod -aG users $USER"}},
+		{"socket of group root", func() error { return os.Chmod(sysDir, 0o755) },
+			[]string{"no socket at " + own, "permission denied on " + sys, "the socket is mode 0660, group root: the daemon's socket_group is unset"}},
+	}
+	for _, tt := range tests {
+		if err := tt.setup(); err != nil {
+			t.Fatal(err)
+		}
+		r := runAs(t, nobody, env, bin, "status")
+		if r.code != exitUnreachable {
+			t.Errorf("%s: localbus status as uid %d: exit %d, want %d; stderr %q", tt.name, nobody, r.code, exitUnreachable, r.stderr)
+		}
+		for _, s := range tt.says {
+			oneLine(t, tt.name+": localbus status", r.stderr, s)
+		}
+		if strings.Contains(r.stderr, "is it running?") {
+			t.Errorf("%s: stderr %q asks whether a daemon that is running runs", tt.name, r.stderr)
+		}
+	}
+	// The daemon was never disturbed: root still reaches it.
+	if r := runAs(t, 0, append(env, "LOCALBUS_SOCKET="+d.Socket), bin, "status"); r.code != exitOK {
+		t.Errorf("localbus status as root: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestSocketProblemsInPlainWords(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{fs.ErrNotExist, "no socket at /x/lb.sock"},
+		{syscall.ENOENT, "no socket at /x/lb.sock"},
+		{syscall.ECONNREFUSED, "nothing is listening on /x/lb.sock (a socket left behind by a daemon that stopped)"},
+		{syscall.ECONNRESET, "/x/lb.sock: connection reset by peer"},
+	}
+	for _, tt := range tests {
+		if got := (socketTry{"/x/lb.sock", tt.err}).problem(); got != tt.want {
+			t.Errorf("problem(%v) = %q, want %q", tt.err, got, tt.want)
 		}
 	}
 }
