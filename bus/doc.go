@@ -10,6 +10,19 @@
 // [Subscription.Ready] and [Subscription.Take]. [Frame] is the unit handed to
 // writers: an event or a reserved stream:* frame, already encoded.
 //
+// # Files
+//
+//   - bus.go: [Bus], [Options], [New], [Bus.Close].
+//   - limits.go: the defaults and [Limits], which a reload may change.
+//   - publish.go: stage, commit and deliver a batch.
+//   - globalcopy.go: the global bus's copies of session events.
+//   - subscribe.go: [Bus.Subscribe], resume and replay, [Bus.EndStreams].
+//   - subscription.go: a subscriber's queue and [Subscription.Take].
+//   - ring.go, budget.go: the replay ring and its byte budget.
+//   - stats.go: [Stats].
+//   - frame.go, compact.go, validate.go, filter.go: frames, the JSON
+//     grammar, validation and type filters.
+//
 // # Encoding
 //
 // An event is encoded once, at publish, into a single byte slice that holds the

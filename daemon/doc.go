@@ -29,7 +29,12 @@
 //
 // # Files
 //
-//   - daemon.go: [Run], the start, reload and shutdown sequences.
+//   - daemon.go: [Run] and the start: the journal, the hub, the keys and the
+//     router's options, built from a [Config].
+//   - serve.go: the listeners, the serving goroutines, session expiry.
+//   - reload.go: the reload sequence.
+//   - shutdown.go: the shutdown sequence.
+//   - status.go: STATUS= and the sd_notify messages.
 //   - listen.go: the daemon's own Unix socket and the connection tracker
 //     that shutdown waits on.
 //   - config.go: [Config], [Defaults] and the settings table.

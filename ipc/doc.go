@@ -13,8 +13,9 @@
 // route that needs a scope (401), so it fails closed. Streams start in
 // stream.go (serveStream, then runSSE in sse.go or runWS in ws.go, both
 // written by pump in stream.go); publishes in publish.go (one body) and
-// publish_stream.go (NDJSON read as it arrives); sessions, reload, caps and
-// health in sessions.go, control.go and info.go; errors in errors.go. The
+// publish_stream.go (NDJSON read as it arrives); sessions in sessions.go;
+// reload, caps and health in info.go; WebSocket control frames in
+// control.go; CORS in cors.go; errors in errors.go. The
 // bodies, header names, error codes and paths are package ipc/wire's, shared
 // with the Go client (ipc/client), which imports nothing of this package.
 // The bytes on a stream's socket are written by the internal package

@@ -11,6 +11,19 @@
 // ends its streams on reload and shutdown; the router (package ipc) only
 // looks sessions up, publishes and subscribes.
 //
+// # Files
+//
+//   - hub.go: [Hub], [Options], [New] and [Hub.Close].
+//   - registry.go: [Session], [Hub.Create], [Hub.Delete], the tombstones.
+//   - publish.go: [Hub.PublishAs] and its variants, the global copy.
+//   - expire.go: [Hub.ExpireIdle].
+//   - budget.go: the rings' byte budget, [Hub.TrimRings] (water-filling).
+//   - totals.go: [Hub.Totals], for metrics.
+//   - reload.go: [Hub.SetOptions].
+//   - journal.go: what the hub asks of its storage ([Journal] and its
+//     optional capabilities).
+//   - idempotency.go, shares.go: [Hub.Once] and the fair shares.
+//
 // # The global copy
 //
 // [Hub.Publish] stages a batch on the session's bus with

@@ -1,0 +1,74 @@
+package hub
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// ExpireIdle deletes, as Delete does, every session a publish created that
+// has had no publish since now minus AutoSessionTTL and has no
+// subscriber, and returns their ids, sorted. Their
+// localbus:session-closed carries reason "expired". It does nothing when
+// AutoSessionTTL is 0.
+//
+// A publish racing it either lands first, and the session is kept, or
+// gets ErrNotFound, as when it races Delete: the idle check and the close
+// of the bus happen under the session's publishMu, which a publish holds
+// from its stage until it records its time.
+func (h *Hub) ExpireIdle(now time.Time) []string {
+	h.mu.Lock()
+	ttl := h.opts.AutoSessionTTL
+	var candidates []*Session
+	if ttl > 0 && !h.closed {
+		for _, s := range h.sessions {
+			if s.auto {
+				candidates = append(candidates, s)
+			}
+		}
+	}
+	h.mu.Unlock()
+	slices.SortFunc(candidates, func(a, b *Session) int { return strings.Compare(a.ID, b.ID) })
+	var expired []string
+	for _, s := range candidates {
+		if h.expire(s, now.Add(-ttl)) {
+			expired = append(expired, s.ID)
+		}
+	}
+	return expired
+}
+
+// expire deletes session s if it has been idle since before cutoff and has
+// no subscriber; it reports whether it did.
+func (h *Hub) expire(s *Session, cutoff time.Time) bool {
+	s.publishMu.Lock()
+	if s.active.After(cutoff) || s.Bus.Stats().Subscribers > 0 {
+		s.publishMu.Unlock()
+		return false
+	}
+	h.mu.Lock()
+	if h.closed || h.sessions[s.ID] != s {
+		// Deleted (or deleted and created again) meanwhile.
+		h.mu.Unlock()
+		s.publishMu.Unlock()
+		return false
+	}
+	done := h.unlinkLocked(s)
+	h.mu.Unlock()
+	// Closed before publishMu is let go: a publish waiting for it stages
+	// onto a closed bus and gets ErrNotFound.
+	s.Bus.Close()
+	s.publishMu.Unlock()
+	if err := h.forget(s, done, "expired"); err != nil {
+		h.opts.Logger.Error("deleting an expired session", "session", s.ID, "err", err)
+	}
+	return true
+}
+
+// AutoSessionTTL returns the idle time after which ExpireIdle deletes a
+// session a publish created; 0 when they are kept.
+func (h *Hub) AutoSessionTTL() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.opts.AutoSessionTTL
+}

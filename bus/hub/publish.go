@@ -1,0 +1,109 @@
+package hub
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/share"
+)
+
+// announce publishes a localbus:* event about a session on the global bus.
+func (h *Hub) announce(typ, id string) { h.announceReason(typ, id, "") }
+
+// announceReason is announce with a reason, left out when "".
+func (h *Hub) announceReason(typ, id, reason string) {
+	data, _ := json.Marshal(struct {
+		Session string `json:"session"`
+		Reason  string `json:"reason,omitempty"`
+	}{id, reason})
+	// The global bus is closed only by Close; nothing to report then.
+	h.global.PublishDaemon(bus.Event{Type: typ, Data: data})
+}
+
+// Publish is PublishAs for the daemon itself (share.Privileged): for
+// in-process publishers, never for a request's.
+func (h *Hub) Publish(id string, events []bus.Event) (first, last uint64, err error) {
+	return h.PublishAs(share.Privileged, id, events)
+}
+
+// PublishAs appends events, published by peer, to session id as one
+// all-or-nothing batch, then their copies to the global bus (see the
+// package doc). It sets the Time of events that have none, one time for
+// the batch. It creates the session first when it is missing and
+// AutoCreate is on, on peer's share of MaxAutoSessions; otherwise a
+// missing session is ErrNotFound. It returns the session ids assigned.
+func (h *Hub) PublishAs(peer share.Peer, id string, events []bus.Event) (first, last uint64, err error) {
+	if err := bus.ValidateSessionID(id); err != nil {
+		return 0, 0, err
+	}
+	if h.ReadOnly(id) {
+		return 0, 0, ErrReadOnly
+	}
+	return h.publish(peer, id, events, false)
+}
+
+// PublishMirror is Publish for the upstream bridge, which alone writes to
+// mirrors: it ignores SetReadOnly and creates a missing session whatever
+// AutoCreate says (within the session limit). Each event's Origin should
+// be set.
+func (h *Hub) PublishMirror(id string, events []bus.Event) (first, last uint64, err error) {
+	if err := bus.ValidateSessionID(id); err != nil {
+		return 0, 0, err
+	}
+	return h.publish(share.Privileged, id, events, true)
+}
+
+func (h *Hub) publish(peer share.Peer, id string, events []bus.Event, mirror bool) (first, last uint64, err error) {
+	s, err := h.open(peer, id, events, mirror)
+	if err != nil {
+		return 0, 0, err
+	}
+	now := time.Now()
+	for i := range events {
+		if events[i].Time.IsZero() {
+			events[i].Time = now
+		}
+	}
+	// publishMu orders the session's batches onto the global bus; it is
+	// held while they are written, not while they are made durable, so
+	// concurrent publishers to one session share a sync (group commit).
+	s.publishMu.Lock()
+	frames, st, err := s.Bus.StageFrames(s.frames[:0], events...)
+	if err != nil {
+		s.publishMu.Unlock()
+		if errors.Is(err, bus.ErrClosed) {
+			// Deleted between lookup and publish: as if it never existed.
+			return 0, 0, ErrNotFound
+		}
+		return 0, 0, err
+	}
+	// The frames are the session bus's own events, so the copies fail only
+	// when the global bus is closed (by Close) or its journal refuses the
+	// append: the session keeps the events, the global bus goes without
+	// them (they get no global id, so no client misses them).
+	gst, gerr := h.global.StageCopies(bus.Copies{From: s.Bus, Frames: frames})
+	first, last = st.First, st.Last
+	s.active = h.opts.Now()
+	// Kept for the next publish, but not the frames (the ring decides how
+	// long they live) nor a large batch's array.
+	clear(frames)
+	if cap(frames) <= 64 {
+		s.frames = frames[:0]
+	}
+	s.publishMu.Unlock()
+	// The session's record was written before the global bus's, so the
+	// sync that makes it durable usually covers both.
+	if err := s.Bus.Finish(st); err != nil {
+		if gerr == nil {
+			h.global.Finish(gst)
+		}
+		return 0, 0, err
+	}
+	if gerr == nil {
+		h.global.Finish(gst)
+	}
+	h.TrimRings()
+	return first, last, nil
+}

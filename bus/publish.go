@@ -1,0 +1,270 @@
+package bus
+
+import (
+	"slices"
+)
+
+// pendingBatch is a batch on its way to durability.
+type pendingBatch struct {
+	mark    uint64 // the store's mark past it
+	durable bool   // durable when written (behind a batch that was not)
+	frames  []*Frame
+}
+
+// A Staged is a batch that has its ids and is written to the bus's store,
+// on its way to durability: [Bus.Finish] waits for it and delivers it.
+type Staged struct {
+	// First and Last are the ids assigned.
+	First, Last uint64
+	mark        uint64
+	wait        bool // the batch was not durable when written
+}
+
+// Publish validates, encodes and appends events as one all-or-nothing batch,
+// then queues them to every subscriber whose filter matches. It returns the
+// first and last id assigned. Bad input is an *InputError and burns no id;
+// on a closed bus it returns ErrClosed. Publish never blocks on a subscriber:
+// one that cannot keep up is evicted. With a DeferredStore it returns once
+// the batch is durable and delivered (see [Bus.Stage]).
+func (b *Bus) Publish(events ...Event) (first, last uint64, err error) {
+	_, st, err := b.publish(events, false, nil, false)
+	if err != nil {
+		return 0, 0, err
+	}
+	return st.First, st.Last, b.Finish(st)
+}
+
+// PublishDaemon is Publish for the daemon's own events: it also accepts the
+// reserved family localbus (never stream).
+func (b *Bus) PublishDaemon(events ...Event) (first, last uint64, err error) {
+	_, st, err := b.publish(events, true, nil, false)
+	if err != nil {
+		return 0, 0, err
+	}
+	return st.First, st.Last, b.Finish(st)
+}
+
+// PublishFrames is Publish that also appends the events' frames, in id
+// order, to dst and returns the extended slice (dst unchanged on error):
+// what [Bus.PublishCopies] takes to copy a session's events onto the
+// global bus. The frames are shared with the ring and every subscriber;
+// they must not be modified.
+func (b *Bus) PublishFrames(dst []*Frame, events ...Event) ([]*Frame, error) {
+	frames, st, err := b.StageFrames(dst, events...)
+	if err != nil {
+		return dst, err
+	}
+	if err := b.Finish(st); err != nil {
+		return dst, err
+	}
+	return frames, nil
+}
+
+// StageFrames is the first half of PublishFrames: it validates and encodes
+// events, gives them their ids and writes them to the store, under the bus
+// lock, and returns. When the store is a DeferredStore that did not make
+// them durable at once, nobody sees them until [Bus.Finish] has waited for
+// them: concurrent publishers then share that wait (group commit), and
+// subscribers get every batch in id order once it is durable. Otherwise
+// they are delivered before StageFrames returns. Every successful
+// StageFrames must be followed by Finish.
+func (b *Bus) StageFrames(dst []*Frame, events ...Event) ([]*Frame, Staged, error) {
+	frames, st, err := b.publish(events, false, dst, true)
+	if err != nil {
+		return dst, Staged{}, err
+	}
+	return frames, st, nil
+}
+
+// Finish waits until the staged batch is durable, then delivers it and
+// every earlier batch that is durable, in id order, and returns. An error
+// means the batch never became durable: it is delivered to no one, its
+// ids are not reused, and the bus refuses every publish from then on.
+func (b *Bus) Finish(st Staged) error {
+	if !st.wait {
+		return nil
+	}
+	durable, err := b.store.(DeferredStore).WaitDurable(st.mark)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil {
+		if b.failed == nil {
+			b.failed = err
+		}
+		// No batch from this one on will be durable: drop them.
+		keep := b.pending[:0]
+		for _, p := range b.pending {
+			if p.mark < st.mark {
+				keep = append(keep, p)
+			}
+		}
+		clear(b.pending[len(keep):])
+		b.pending = keep
+		return err
+	}
+	b.deliverDurableLocked(durable)
+	return nil
+}
+
+// deliverDurableLocked delivers, in order, the pending batches that are
+// durable up to the store's mark durable. b.mu must be held.
+func (b *Bus) deliverDurableLocked(durable uint64) {
+	n := 0
+	for ; n < len(b.pending); n++ {
+		p := &b.pending[n]
+		if !p.durable && p.mark > durable {
+			break
+		}
+		b.shown = p.frames[len(p.frames)-1].ID
+		b.deliverLocked(p.frames)
+	}
+	if n == 0 {
+		return
+	}
+	rest := copy(b.pending, b.pending[n:])
+	clear(b.pending[rest:])
+	b.pending = b.pending[:rest]
+}
+
+// publish prepares events and commits them; see commit for dst and keep.
+func (b *Bus) publish(events []Event, allowLocalbus bool, dst []*Frame, keep bool) (frames []*Frame, st Staged, err error) {
+	if len(events) == 0 {
+		return nil, Staged{}, inputError("events", "", "empty batch")
+	}
+	var one [1]prepared
+	preps := one[:0]
+	if len(events) > 1 {
+		preps = make([]prepared, 0, len(events))
+	}
+	defer func() {
+		for _, p := range preps {
+			p.release()
+		}
+	}()
+	for i := range events {
+		p, err := prepare(&events[i], b.session, allowLocalbus)
+		if err != nil {
+			return nil, Staged{}, err
+		}
+		preps = append(preps, p)
+	}
+	return b.commit(preps, dst, keep)
+}
+
+// commit gives preps their ids and appends their frames to the store,
+// under b.mu. When they are durable (and no earlier batch is waiting) it
+// queues them to the subscribers at once; otherwise Finish does, once they
+// are. With keep it appends the frames to dst and returns the result;
+// otherwise it builds them in the bus's scratch slice and returns nil.
+func (b *Bus) commit(preps []prepared, dst []*Frame, keep bool) (frames []*Frame, st Staged, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, Staged{}, ErrClosed
+	}
+	if b.failed != nil {
+		return nil, Staged{}, b.failed
+	}
+	if !keep {
+		dst = b.frames[:0]
+	}
+	frames = buildFrames(dst, preps, b.lastID+1)
+	batch := frames[len(dst):]
+	durable := true
+	var mark uint64
+	if ds, ok := b.store.(DeferredStore); ok {
+		mark, durable, err = ds.AppendDeferred(batch)
+	} else {
+		err = b.store.Append(batch)
+	}
+	if err != nil {
+		clear(batch)
+		return nil, Staged{}, err
+	}
+	st = Staged{First: b.lastID + 1, Last: b.lastID + uint64(len(preps)), mark: mark}
+	b.lastID = st.Last
+	b.noteRingBytesLocked()
+	b.stats.published.Add(uint64(len(preps)))
+	if durable && len(b.pending) == 0 {
+		b.shown = st.Last
+		b.deliverLocked(batch)
+	} else {
+		st.wait = true
+		b.pending = append(b.pending, pendingBatch{mark: mark, durable: durable, frames: slices.Clone(batch)})
+	}
+	if keep {
+		return frames, st, nil
+	}
+	clear(frames)
+	b.frames = frames[:0]
+	return nil, st, nil
+}
+
+// deliverLocked queues frames to every matching subscriber, evicting those
+// that cannot take them. b.mu must be held.
+func (b *Bus) deliverLocked(frames []*Frame) {
+	var delivered uint64
+	evicted := false
+	var size int64 // of every frame, for pushAllLocked
+	if len(frames) > 1 {
+		for _, f := range frames {
+			size += int64(f.Size())
+		}
+	}
+	for _, s := range b.subs {
+		s.mu.Lock()
+		n := len(s.q)
+		all := len(frames) > 1 && s.family == "" && s.filter.Load() == nil
+		if all && cap(s.q)-n < len(frames) {
+			// It takes every frame (or is evicted on the way): grow the
+			// queue once, not once per doubling.
+			s.q = slices.Grow(s.q, min(len(frames), s.maxQueued+1))
+		}
+		if all && s.end == EndNone && s.pushAllLocked(frames, size) {
+			delivered += uint64(len(frames))
+			s.mu.Unlock()
+			s.notify()
+			continue
+		}
+		for _, f := range frames {
+			if s.end != EndNone {
+				break
+			}
+			if !s.matches(f.Type) {
+				continue
+			}
+			if s.pushLiveLocked(f, &b.stats) {
+				evicted = true // f was not queued
+			} else {
+				delivered++
+			}
+		}
+		grew := len(s.q) > n
+		s.mu.Unlock()
+		if grew {
+			s.notify()
+		}
+	}
+	b.stats.delivered.Add(delivered)
+	if evicted {
+		b.dropEndedLocked()
+	}
+}
+
+// dropEndedLocked removes subscribers whose stream has ended. b.mu must be held.
+func (b *Bus) dropEndedLocked() {
+	keep := b.subs[:0]
+	for _, s := range b.subs {
+		s.mu.Lock()
+		ended := s.end != EndNone
+		s.mu.Unlock()
+		if ended {
+			s.detachLocked()
+			continue
+		}
+		s.index = len(keep)
+		keep = append(keep, s)
+	}
+	clear(b.subs[len(keep):])
+	b.subs = keep
+}
