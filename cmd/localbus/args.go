@@ -164,6 +164,18 @@ func editDistance(a, b string) int {
 }
 
 // commandNames returns the visible names of cmds.
+// groupAction is the Action of a command that only holds subcommands
+// (session, keys): with none, or an unknown one, it names the subcommands
+// and exits 1, with a did-you-mean for a near miss.
+func groupAction(c *cli.Context) error {
+	names := commandNames(c.Command.Subcommands)
+	want := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	if c.NArg() == 0 {
+		return usagef(c, "want a command: %s", want)
+	}
+	return usagef(c, "unknown command %q%s: want %s", c.Args().First(), didYouMean(c.Args().First(), commandNames(c.Command.Subcommands)), want)
+}
+
 func commandNames(cmds []*cli.Command) []string {
 	var names []string
 	for _, c := range cmds {

@@ -121,10 +121,15 @@ func TestEventsFormatIsAGoTemplateOverTheEnvelope(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &env); r.code != 0 || err != nil || env.ID != 1 || string(env.Data) != "7" {
 		t.Errorf("--format '{{json .}}': exit %d, stdout %q (%v); want the envelope", r.code, r.stdout, err)
 	}
-	for _, bad := range []string{`{{.Nope}`, `{{.Nope}}`} {
+	// Refused before the stream opens, in the user's words: no Go type
+	// names, the fields there are.
+	for bad, says := range map[string]string{
+		`{{.Nope}`:  "--format: line 1: bad character",
+		`{{.Nope}}`: "--format: an event has no field .Nope; it has {{.ID}} {{.V}} {{.Type}}",
+	} {
 		r := runBin(t, "", "events", "--socket", d.Socket, "--session", "s", "--since", "0", "--count", "1", "--format", bad)
-		if r.code != exitUsage || !strings.Contains(r.stderr, "--format") {
-			t.Errorf("--format %q: exit %d, stderr %q; want 1 and the template's error", bad, r.code, r.stderr)
+		if r.code != exitUsage || !strings.Contains(r.stderr, says) || strings.Contains(r.stderr, "main.") {
+			t.Errorf("--format %q: exit %d, stderr %q; want 1 and %q", bad, r.code, r.stderr, says)
 		}
 	}
 }

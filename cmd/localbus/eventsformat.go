@@ -2,6 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
 	"strings"
 	"text/template"
 	"time"
@@ -90,10 +94,18 @@ func newTemplateEvent(fr client.Frame) templateEvent {
 	return ev
 }
 
+// formatFields names what a --format template can read, for its errors.
+const formatFields = "{{.ID}} {{.V}} {{.Type}} {{.Session}} {{.Seq}} {{.Data}} {{.Timestamp}} {{.Originator}} {{.Time}}"
+
+// unknownField is how text/template reports a field an event does not have.
+var unknownField = regexp.MustCompile(`can't evaluate field (\w+) in type`)
+
 // parseFormat parses a --format template. Its functions: json (the value
-// as JSON), upper, lower.
+// as JSON), upper, lower. It runs the template once on a sample event, so
+// a field that no event has is refused before the stream opens, in the
+// user's words rather than Go's.
 func parseFormat(s string) (*template.Template, error) {
-	return template.New("format").Option("missingkey=error").Funcs(template.FuncMap{
+	tmpl, err := template.New("format").Option("missingkey=error").Funcs(template.FuncMap{
 		"json": func(v any) (string, error) {
 			b, err := json.Marshal(v)
 			return string(b), err
@@ -101,4 +113,15 @@ func parseFormat(s string) (*template.Template, error) {
 		"upper": strings.ToUpper,
 		"lower": strings.ToLower,
 	}).Parse(s)
+	if err != nil {
+		return nil, errors.New("line " + strings.TrimPrefix(err.Error(), "template: format:"))
+	}
+	sample := templateEvent{ID: 1, V: 1, Type: "app:sample", Data: rawJSON("{}"), Time: time.Now()}
+	if err := tmpl.Execute(io.Discard, sample); err != nil {
+		if m := unknownField.FindStringSubmatch(err.Error()); m != nil {
+			return nil, fmt.Errorf("an event has no field .%s; it has %s", m[1], formatFields)
+		}
+		return nil, errors.New("at " + strings.TrimPrefix(err.Error(), "template: format:"))
+	}
+	return tmpl, nil
 }

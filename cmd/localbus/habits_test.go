@@ -61,6 +61,8 @@ func TestUsageErrorsAreOneLineAndAPointerToHelp(t *testing.T) {
 		{"unknown flag of a command group", []string{"keys", "--frobnicate"}, "unknown flag --frobnicate\n", "localbus keys"},
 		{"mistyped flag of a subcommand", []string{"systemd", "print", "--usr"}, `unknown flag --usr (did you mean "--user"?)`, "localbus systemd print"},
 		{"missing argument", []string{"session", "show"}, "missing arguments: want one session ID", "localbus session show"},
+		{"session alone", []string{"session"}, "want a command: create, list, show or delete\n", "localbus session"},
+		{"keys alone", []string{"keys"}, "want a command: add, list or revoke\n", "localbus keys"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,6 +77,29 @@ func TestUsageErrorsAreOneLineAndAPointerToHelp(t *testing.T) {
 				t.Errorf("stderr %q; want the line %q and then %q", r.stderr, tt.says, hint)
 			}
 		})
+	}
+}
+
+// ls and rm are what docker's habits teach: they name list and delete (or
+// revoke) wherever those are.
+func TestListAndDeleteAnswerToLsAndRm(t *testing.T) {
+	t.Parallel()
+	d := daemontest.Start(t, daemontest.Options{})
+	if r := runBin(t, "", "session", "create", "s1", "--socket", d.Socket); r.code != exitOK {
+		t.Fatalf("session create s1: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := runBin(t, "", "session", "ls", "--socket", d.Socket); r.code != exitOK || !strings.Contains(r.stdout, "s1") {
+		t.Fatalf("session ls: exit %d, stdout %q, stderr %q; want a list naming s1", r.code, r.stdout, r.stderr)
+	}
+	if r := runBin(t, "", "session", "rm", "s1", "--socket", d.Socket); r.code != exitOK {
+		t.Fatalf("session rm s1: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := runBin(t, "", "session", "show", "s1", "--socket", d.Socket); r.code == exitOK {
+		t.Errorf("session show s1 after rm: exit 0, stdout %q; want it gone", r.stdout)
+	}
+	keys := runBin(t, "", "keys", "--help")
+	if !strings.Contains(keys.stdout, "list, ls") || !strings.Contains(keys.stdout, "revoke, rm") {
+		t.Errorf("keys --help: %q; want list, ls and revoke, rm", keys.stdout)
 	}
 }
 

@@ -54,6 +54,7 @@ func keysCommand() *cli.Command {
 			},
 			{
 				Name:      "list",
+				Aliases:   []string{"ls"},
 				Usage:     "list the keys: names, scopes and creation times, never the keys",
 				ArgsUsage: " ",
 				Flags: append(keysFileFlags(),
@@ -63,12 +64,16 @@ func keysCommand() *cli.Command {
 			},
 			{
 				Name:      "revoke",
+				Aliases:   []string{"rm"},
 				Usage:     "remove the key named NAME",
 				ArgsUsage: "NAME",
 				Flags:     keysFileFlags(),
 				Action:    keysRevoke,
 			},
 		},
+		Action:          groupAction,
+		HideHelpCommand: true,
+		OnUsageError:    onUsageError,
 	}
 }
 

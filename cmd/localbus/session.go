@@ -28,12 +28,7 @@ func sessionCommand() *cli.Command {
 			sessionShowCommand(),
 			sessionDeleteCommand(),
 		},
-		Action: func(c *cli.Context) error {
-			if c.NArg() == 0 {
-				return usagef(c, "want a command: create, list, show or delete")
-			}
-			return usagef(c, "unknown command %q%s: want create, list, show or delete", c.Args().First(), didYouMean(c.Args().First(), commandNames(c.Command.Subcommands)))
-		},
+		Action:          groupAction,
 		HideHelpCommand: true,
 		OnUsageError:    onUsageError,
 	}
@@ -76,8 +71,9 @@ func sessionCreateCommand() *cli.Command {
 
 func sessionListCommand() *cli.Command {
 	return clientCommand(&cli.Command{
-		Name:  "list",
-		Usage: "list the sessions",
+		Name:    "list",
+		Aliases: []string{"ls"},
+		Usage:   "list the sessions",
 		Flags: []cli.Flag{
 			jsonFlag(`print {"sessions": [...]} as JSON`),
 		},
@@ -145,6 +141,7 @@ func sessionShowCommand() *cli.Command {
 func sessionDeleteCommand() *cli.Command {
 	cmd := clientCommand(&cli.Command{
 		Name:      "delete",
+		Aliases:   []string{"rm"},
 		Usage:     "delete a session",
 		ArgsUsage: "ID",
 		Description: "Deletes the session and its events. Its followers get stream:closed and stop\n" +

@@ -127,8 +127,15 @@ func (c *Client) CloseIdleConnections() {
 
 // endpoint returns the URL of path (which starts with /api/...) with query.
 func (c *Client) endpoint(path string, query url.Values) string {
+	// path is escaped already (wire's path builders escape each id):
+	// keep it as sent, or an id's % would be escaped twice.
 	u := *c.base
-	u.Path = c.base.Path + path
+	u.RawPath = c.base.EscapedPath() + path
+	if p, err := url.PathUnescape(u.RawPath); err == nil {
+		u.Path = p
+	} else {
+		u.Path, u.RawPath = c.base.Path+path, ""
+	}
 	u.RawQuery = query.Encode()
 	return u.String()
 }

@@ -160,6 +160,24 @@ func TestURLClientUsesPathPrefixAndKey(t *testing.T) {
 	}
 }
 
+// An id is escaped once in the path, on the socket and over a URL with a
+// prefix, so the daemon reads the id the caller gave (and names it so in
+// a refusal), never its escaped form.
+func TestIDsAreEscapedOnce(t *testing.T) {
+	t.Parallel()
+	h, reqs := recorder(t, `{"id":"x"}`)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	for _, c := range []*client.Client{{Socket: fakeServer(t, h)}, {URL: srv.URL + "/b%20us/"}} {
+		t.Cleanup(c.CloseIdleConnections)
+		c.Session(context.Background(), "bad id!%2F")
+	}
+	got := reqs()
+	if len(got) != 2 || got[0].Path != "/api/v1/sessions/bad id!%2F" || got[1].Path != "/b us/api/v1/sessions/bad id!%2F" {
+		t.Errorf("requests = %+v; want the id as given, under the URL's prefix", got)
+	}
+}
+
 func TestMalformedURLIsAnError(t *testing.T) {
 	t.Parallel()
 	for _, u := range []string{"127.0.0.1:8001", "ftp://host", "http://"} {
