@@ -17,6 +17,9 @@ import (
 //     service, and PrivateTmp= (or DynamicUser=) gives it a /tmp and
 //     /var/tmp of its own, so a binary there is not found (where
 //     "go install" puts one, for example);
+//   - a binary in the Go build cache or a temporary directory (where "go
+//     run" and "go test" build theirs) goes away when that is cleaned, for
+//     the per-user service too;
 //   - a service with DynamicUser= runs as a user that needs read and
 //     execute access to the binary and search access to every directory
 //     above it, as "others".
@@ -55,6 +58,11 @@ func BinaryProblem(units []Unit, binary string) string {
 				}
 				return fmt.Sprintf("the service would run %s, under %s, which the unit hides from it (%s): it would not start", shown, h, what)
 			}
+		}
+	}
+	for _, p := range []string{binary, resolved} {
+		if dir, what := transientDir(p); dir != "" {
+			return fmt.Sprintf("the service would run %s, under %s, %s: it would stop starting once that is cleaned", shown, dir, what)
 		}
 	}
 	if yes(d["DynamicUser"]) {
@@ -113,4 +121,37 @@ func yes(v string) bool {
 		return true
 	}
 	return false
+}
+
+// transientDir returns the directory that holds path and is cleaned
+// behind its back, with what it is: the Go build cache ($GOCACHE, by
+// default go-build in the user's cache directory) or a temporary directory
+// (os.TempDir, /tmp, /var/tmp, $GOTMPDIR). It returns "" for any other path.
+func transientDir(path string) (dir, what string) {
+	var caches []string
+	if c := os.Getenv("GOCACHE"); c != "" && c != "off" {
+		caches = append(caches, c)
+	}
+	if c, err := os.UserCacheDir(); err == nil {
+		caches = append(caches, filepath.Join(c, "go-build"))
+	}
+	temps := []string{os.TempDir(), "/tmp", "/var/tmp"}
+	if t := os.Getenv("GOTMPDIR"); t != "" {
+		temps = append(temps, t)
+	}
+	under := func(p, d string) bool {
+		d = filepath.Clean(d)
+		return filepath.IsAbs(d) && d != "/" && strings.HasPrefix(p, d+"/")
+	}
+	for _, c := range caches {
+		if under(path, c) {
+			return c, "the Go build cache (go clean -cache empties it)"
+		}
+	}
+	for _, t := range temps {
+		if under(path, t) {
+			return t, "a temporary directory (go run builds there and removes its binary when it exits)"
+		}
+	}
+	return "", ""
 }

@@ -19,6 +19,10 @@ func TestBinaryProblemNamesWhatTheServiceCannotSee(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cacheDir, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		units  []Unit
 		binary string
@@ -30,6 +34,10 @@ func TestBinaryProblemNamesWhatTheServiceCannotSee(t *testing.T) {
 		{system, "/tmp/localbus", "under /tmp, which the unit hides from it (PrivateTmp=)"},
 		{system, "/usr/local/bin/localbus", ""},
 		{user, "/home/alice/go/bin/localbus", ""},
+		{user, "/tmp/go-build1234/b001/exe/localbus", "under /tmp, a temporary directory (go run builds there"},
+		{user, "/var/tmp/localbus", "under /var/tmp, a temporary directory"},
+		{user, cacheDir + "/go-build/ab/localbus", "under " + cacheDir + "/go-build, the Go build cache (go clean -cache empties it)"},
+		{user, "/usr/local/bin/localbus", ""},
 	}
 	for _, tt := range tests {
 		got := BinaryProblem(tt.units, tt.binary)

@@ -88,3 +88,24 @@ func TestSystemdInstallRefusesABinaryUnderAProtectedHome(t *testing.T) {
 		t.Errorf("systemd install --binary /usr/local/bin/localbus: exit %d, stderr %q; want 0 and nothing", r.code, r.stderr)
 	}
 }
+
+// A binary that go run or go test built lives in a temporary directory
+// (this test's does too): a unit naming it would break once that is
+// cleaned, so install refuses it, for the per-user service as well, and
+// says how to install one.
+func TestSystemdInstallRefusesABinaryInATemporaryDirectory(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "units")
+	r := runBin(t, "", "systemd", "install", "--user", "--dir", dir)
+	if r.code != exitUsage {
+		t.Errorf("systemd install --user from a temporary build: exit %d, want %d", r.code, exitUsage)
+	}
+	for _, want := range []string{"a temporary directory", "install -m 0755 ", "--binary /usr/local/bin/localbus", "--force"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr %q does not say %q", r.stderr, want)
+		}
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("refused install left %s behind (%v)", dir, err)
+	}
+}
