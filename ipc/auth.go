@@ -85,10 +85,10 @@ func (a *Auth) Authenticate(r *http.Request) (Caller, error) {
 		c.Peer = ci.peer
 	} else {
 		if !a.hostAllowed(r.Host) {
-			return Caller{}, errorf(http.StatusMisdirectedRequest, wire.CodeHostNotAllowed, "Host %q is not served here", shorten(r.Host))
+			return Caller{}, errorf(http.StatusMisdirectedRequest, wire.CodeHostNotAllowed, "the Host header %q names no address this daemon serves: use 127.0.0.1 or localhost, or add it to allowed_hosts", shorten(r.Host))
 		}
 		if origin := r.Header.Get("Origin"); origin != "" && !a.originAllowed(origin, r.Host) {
-			return Caller{}, errorf(http.StatusForbidden, wire.CodeOriginNotAllowed, "Origin %q is not allowed", shorten(origin))
+			return Caller{}, errorf(http.StatusForbidden, wire.CodeOriginNotAllowed, "the Origin header %q is not allowed: serve the page from the daemon's own address, or add the origin to allowed_origins", shorten(origin))
 		}
 	}
 

@@ -222,6 +222,17 @@ func TestAuthenticateByTransportAndCredentials(t *testing.T) {
 				if err == nil || e.Status != tt.wantStatus || e.Code != tt.wantCode {
 					t.Fatalf("Authenticate = %+v, %v; want %d %s", c, err, tt.wantStatus, tt.wantCode)
 				}
+				// A refusal of a header names the header, its value and
+				// the setting that would admit it.
+				names := map[string][]string{
+					"host_not_allowed":   {"the Host header ", "allowed_hosts"},
+					"origin_not_allowed": {"the Origin header ", "allowed_origins"},
+				}[tt.wantCode]
+				for _, want := range names {
+					if !strings.Contains(e.Message, want) {
+						t.Errorf("message %q does not say %q", e.Message, want)
+					}
+				}
 				for _, secret := range k.every() {
 					if strings.Contains(err.Error(), secret) {
 						t.Errorf("the error quotes a key: %v", err)
