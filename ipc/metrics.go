@@ -24,7 +24,12 @@ type metrics struct {
 	requests       *prometheus.CounterVec
 	refusals       *prometheus.CounterVec
 	shareRefusals  *prometheus.CounterVec
-	handler        http.Handler
+	// By transport (sse, ws): streams opened and closed, and the bytes
+	// their writers sent.
+	streamsOpened *prometheus.CounterVec
+	streamsClosed *prometheus.CounterVec
+	streamBytes   *prometheus.CounterVec
+	handler       http.Handler
 
 	// counters caches the children of requests and refusals, so that
 	// counting a request does not hash its labels.
@@ -60,6 +65,25 @@ func newMetrics(h *Handler, reg *prometheus.Registry) *metrics {
 			Name: "localbus_share_refusals_total",
 			Help: "Draws on a pool with fair shares refused, by pool (body_bytes, tickets, auto_sessions, subscribers, streams) and share (peer: the peer held its share; pool: the pool was full).",
 		}, []string{"pool", "share"}),
+		streamsOpened: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "localbus_streams_opened_total",
+			Help: "Streams opened, by transport (sse, ws); a stream refused in-band is not counted.",
+		}, []string{"transport"}),
+		streamsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "localbus_streams_closed_total",
+			Help: "Streams closed, by transport and end (shutdown, reload, session_deleted, lagged, cancelled: the client left or the write failed, ...).",
+		}, []string{"transport", "end"}),
+		streamBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "localbus_stream_bytes_written_total",
+			Help: "Bytes written to streams, by transport: frames, control replies and their framing.",
+		}, []string{"transport"}),
+	}
+	for _, t := range []string{transportSSE, transportWS} {
+		m.streamsOpened.WithLabelValues(t)
+		m.streamBytes.WithLabelValues(t)
+		for _, end := range []bus.EndReason{bus.EndShutdown, bus.EndReload, bus.EndSessionDeleted, bus.EndLagged, bus.EndCancelled} {
+			m.streamsClosed.WithLabelValues(t, string(end))
+		}
 	}
 	// Every pool's series from the start, so a rate over them is defined
 	// before the first refusal.
@@ -68,7 +92,7 @@ func newMetrics(h *Handler, reg *prometheus.Registry) *metrics {
 			m.shareRefusals.WithLabelValues(pool, k.String())
 		}
 	}
-	reg.MustRegister(m.publishSeconds, m.requests, m.refusals, m.shareRefusals, busCollector{h})
+	reg.MustRegister(m.publishSeconds, m.requests, m.refusals, m.shareRefusals, m.streamsOpened, m.streamsClosed, m.streamBytes, busCollector{h})
 	reg.MustRegister(h.options().Metrics...)
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	return m

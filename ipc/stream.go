@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/bus/share"
 	"github.com/localbus/localbus/ipc/access"
@@ -121,6 +123,19 @@ const (
 	kindWS
 )
 
+// The transport label of the stream metrics.
+const (
+	transportSSE = "sse"
+	transportWS  = "ws"
+)
+
+func (k streamKind) transport() string {
+	if k == kindWS {
+		return transportWS
+	}
+	return transportSSE
+}
+
 func (h *Handler) serveSessionSSE(w http.ResponseWriter, r *http.Request, c Caller) {
 	h.serveStream(w, r, c, kindSSE, r.PathValue("id"), "")
 }
@@ -191,7 +206,7 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 	}
 	h.streams.Add(1)
 	var sub *bus.Subscription
-	sl := newStreamLog(h, r, c, session, family)
+	sl := newStreamLog(h, r, c, kind, session, family)
 	// The stream's unit of every bus's streams, on its peer's account.
 	open := h.open.Account(c.Share)
 	err = open.Acquire(1)
@@ -201,8 +216,10 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 	// stream on a taken-over connection outlives its request.
 	done := func() {
 		if sub != nil {
-			sl.ended(sub)
+			// Closed first, so that a stream whose peer left ends as
+			// cancelled, whichever transport noticed it.
 			sub.Close()
+			sl.ended(sub)
 		}
 		if held {
 			open.Release(1)
@@ -299,6 +316,7 @@ func streamEnd(end bus.EndReason, ok bool) bus.EndReason {
 func pump(ctx context.Context, sub *bus.Subscription, w framewriter.Writer, replies <-chan []byte, o *Options, sl *streamLog) (end bus.EndReason, ok bool) {
 	keepalive := newKeepalive(o.Keepalive)
 	defer keepalive.stop()
+	defer sl.wrote(w)
 	for {
 		wb := framewriter.GetBuf()
 		var ended bool
@@ -310,6 +328,7 @@ func pump(ctx context.Context, sub *bus.Subscription, w framewriter.Writer, repl
 		if err != nil {
 			return bus.EndNone, false
 		}
+		sl.wrote(w)
 		if ended {
 			return sub.End(), true
 		}
@@ -353,18 +372,32 @@ type streamLog struct {
 	c     Caller
 	log   *slog.Logger
 	attrs []any
-	nbus  int // attrs[:nbus] name the path and the bus; the rest the peer
+	nbus  int // attrs[:nbus] name the path, the transport and the bus; the rest the peer
 	slow  int // warnings logged so far
+
+	transport string
+	bytes     prometheus.Counter // the transport's localbus_stream_bytes_written_total
+	counted   int64              // the writer's bytes added to it so far
 }
 
-// opened logs that the stream opened.
+// opened logs and counts that the stream opened.
 func (l *streamLog) opened() {
+	l.h.metrics.streamsOpened.WithLabelValues(l.transport).Inc()
 	l.h.logServed(l.r, l.c, "stream opened", "stream_opened", l.attrs[:l.nbus]...)
 }
 
-func newStreamLog(h *Handler, r *http.Request, c Caller, session, family string) *streamLog {
+// wrote counts the bytes the stream's writer sent since the last call:
+// once per wake-up, by the writer's goroutine.
+func (l *streamLog) wrote(w framewriter.Writer) {
+	if n := w.Written(); n > l.counted {
+		l.bytes.Add(float64(n - l.counted))
+		l.counted = n
+	}
+}
+
+func newStreamLog(h *Handler, r *http.Request, c Caller, kind streamKind, session, family string) *streamLog {
 	log := h.options().Logger
-	attrs := []any{"path", r.URL.Path}
+	attrs := []any{"path", r.URL.Path, "transport", kind.transport()}
 	switch {
 	case session != "":
 		attrs = append(attrs, "session", session)
@@ -373,7 +406,9 @@ func newStreamLog(h *Handler, r *http.Request, c Caller, session, family string)
 	default:
 		attrs = append(attrs, "bus", "global")
 	}
-	return &streamLog{h: h, r: r, c: c, log: log, nbus: len(attrs), attrs: append(attrs, peerAttrs(r, c)...)}
+	t := kind.transport()
+	return &streamLog{h: h, r: r, c: c, log: log, nbus: len(attrs), attrs: append(attrs, peerAttrs(r, c)...),
+		transport: t, bytes: h.metrics.streamBytes.WithLabelValues(t)}
 }
 
 // checkSlow logs the stream:slow warnings sub was sent since the last
@@ -397,7 +432,9 @@ func (l *streamLog) ended(sub *bus.Subscription) {
 	if reason := sub.LagReason(); reason != "" {
 		l.log.Info("subscriber evicted", append(l.attrs, "reason", reason, "max_queued", sub.MaxQueued())...)
 	}
-	l.h.logServed(l.r, l.c, "stream closed", "stream_closed", append(l.attrs[:l.nbus:l.nbus], "end", string(sub.End()))...)
+	end := string(sub.End())
+	l.h.metrics.streamsClosed.WithLabelValues(l.transport, end).Inc()
+	l.h.logServed(l.r, l.c, "stream closed", "stream_closed", append(l.attrs[:l.nbus:l.nbus], "end", end)...)
 }
 
 // keepalive times the pings of a quiet stream: one every interval of

@@ -31,6 +31,7 @@ type SSE struct {
 	retry   []byte
 	timeout time.Duration
 	first   bool
+	written int64 // by Write, which one goroutine calls
 
 	// Through net/http.
 	w  http.ResponseWriter
@@ -153,7 +154,8 @@ func (s *SSE) Write(wb *Buf, frames []*bus.Frame, msg []byte, last bool) error {
 			return nil
 		}
 		s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
-		_, err := s.w.Write(b)
+		n, err := s.w.Write(b)
+		s.written += int64(n)
 		if err == nil {
 			err = s.rc.Flush()
 		}
@@ -198,8 +200,15 @@ func (s *SSE) Write(wb *Buf, frames []*bus.Frame, msg []byte, last bool) error {
 	if len(bufs) == 0 {
 		return nil
 	}
-	return s.conn.writeBuffers(bufs, wb, s.timeout)
+	if err := s.conn.writeBuffers(bufs, wb, s.timeout); err != nil {
+		return err
+	}
+	s.written += totalLen(bufs)
+	return nil
 }
+
+// Written implements Writer.
+func (s *SSE) Written() int64 { return s.written }
 
 // Ping implements Writer: an SSE comment, within the write timeout.
 func (s *SSE) Ping(context.Context) error {

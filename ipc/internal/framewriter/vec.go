@@ -49,3 +49,12 @@ func (v vecConn) writeBuffers(bufs [][]byte, wb *Buf, timeout time.Duration) err
 	}
 	return writev(v.raw, v.Conn, bufs, wb, timeout)
 }
+
+// totalLen is how many bytes bufs hold.
+func totalLen(bufs [][]byte) int64 {
+	var n int64
+	for _, b := range bufs {
+		n += int64(len(b))
+	}
+	return n
+}

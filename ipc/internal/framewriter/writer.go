@@ -19,6 +19,9 @@ type Writer interface {
 	// Ping keeps a quiet stream alive: an SSE comment, or a WebSocket ping
 	// that waits for its pong until ctx ends.
 	Ping(ctx context.Context) error
+	// Written is how many bytes Write has sent so far: frames, messages
+	// and their framing, not pings or the close handshake.
+	Written() int64
 	// Close ends the stream and releases the connection. A reason other
 	// than bus.EndNone ends it cleanly (the WebSocket close handshake with
 	// the code and reason of SPEC §3.3); bus.EndNone drops it, after a

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -55,6 +56,9 @@ func (s *WS) Conn() *websocket.Conn { return s.c }
 func (s *WS) Write(wb *Buf, frames []*bus.Frame, msg []byte, _ bool) error {
 	return s.conn.writeText(frames, msg, wb, s.timeout)
 }
+
+// Written implements Writer.
+func (s *WS) Written() int64 { return s.conn.written.Load() }
 
 // Ping implements Writer with coder/websocket's ping: it returns once the
 // pong arrived, or fails when ctx ends first.
@@ -139,6 +143,7 @@ type wsConn struct {
 
 	mu        sync.Mutex // held across every write to Conn
 	closeSent bool       // a close frame went out: no message may follow
+	written   atomic.Int64
 }
 
 // Read implements net.Conn, returning what was read past the upgrade
@@ -221,5 +226,9 @@ func (c *wsConn) writeText(frames []*bus.Frame, msg []byte, wb *Buf, timeout tim
 	if c.closeSent {
 		return net.ErrClosed
 	}
-	return c.vc.writeBuffers(bufs, wb, timeout)
+	if err := c.vc.writeBuffers(bufs, wb, timeout); err != nil {
+		return err
+	}
+	c.written.Add(totalLen(bufs))
+	return nil
 }
