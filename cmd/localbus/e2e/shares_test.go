@@ -451,7 +451,7 @@ func TestMalformedLastEventIDCannotFloodTheLog(t *testing.T) {
 	s.next(t)
 	s.close()
 	d.WaitStderr(t, "stream closed", wait)
-	if !strings.Contains(d.Stderr(), "msg=\"stream opened\" path=/api/v1/sessions/s/events session=s peer_uid=0") {
+	if !strings.Contains(d.Stderr(), "msg=\"stream opened\" path=/api/v1/sessions/s/events transport=sse session=s peer_uid=0") {
 		t.Errorf("no stream opened line naming the peer:\n%s", d.Stderr()[len(d.Stderr())-2000:])
 	}
 }
