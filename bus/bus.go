@@ -90,7 +90,7 @@ func New(opts Options) (*Bus, error) {
 		}
 	}
 	l := opts.limits()
-	if err := l.validate(); err != nil {
+	if err := l.Validate(); err != nil {
 		return nil, err
 	}
 	l.fill()

@@ -46,9 +46,10 @@ func (l *Limits) fill() {
 	}
 }
 
-// validate checks limits as given, before fill: zero means the default, a
-// negative value is an error rather than a silent default.
-func (l Limits) validate() error {
+// Validate checks limits as given, before the defaults fill them in: zero
+// means the default, a negative value is an *InputError rather than a silent
+// default. Limits that pass it are accepted by SetLimits and bus.New.
+func (l Limits) Validate() error {
 	if l.RingSize > MaxRingSize {
 		return inputError("ringSize", strconv.Itoa(l.RingSize), "above 1000000")
 	}
@@ -74,9 +75,9 @@ func (l Limits) validate() error {
 
 // SetLimits applies new limits: the ring evicts at once if it must; queue
 // limits apply to subscribers that join from now on. Zero fields keep the
-// defaults.
+// defaults. It fails, changing nothing, exactly when l.Validate does.
 func (b *Bus) SetLimits(l Limits) error {
-	if err := l.validate(); err != nil {
+	if err := l.Validate(); err != nil {
 		return err
 	}
 	l.fill()

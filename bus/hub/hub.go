@@ -86,7 +86,7 @@ type Options struct {
 // concurrent use.
 type Hub struct {
 	global *bus.Bus
-	log    *slog.Logger // nil for none
+	log    *slog.Logger // Options.Logger, fixed at New
 
 	mu       sync.Mutex // guards the fields below
 	closed   bool
@@ -128,21 +128,35 @@ func (h *Hub) ReadOnly(id string) bool {
 	return f != nil && (*f)(id)
 }
 
-// New returns a hub with an empty set of sessions.
+// fill writes the defaults into the zero fields of o, once for New and
+// once for SetOptions, and gives every bus the hub's PeerShare.
+func (o *Options) fill() {
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
+	if o.MaxAutoSessions <= 0 {
+		o.MaxAutoSessions = DefaultMaxAutoSessions
+	}
+	if o.MaxRingBytesTotal <= 0 {
+		o.MaxRingBytesTotal = DefaultMaxRingBytesTotal
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	o.Limits.PeerShare = o.PeerShare
+}
+
+// New returns a hub with the sessions its Journal holds, if any. It fails
+// with an *bus.InputError when a limit is out of range.
 func New(opts Options) (*Hub, error) {
-	if opts.MaxSessions <= 0 {
-		opts.MaxSessions = DefaultMaxSessions
+	opts.fill()
+	if err := opts.Limits.Validate(); err != nil {
+		return nil, err
 	}
-	if opts.MaxAutoSessions <= 0 {
-		opts.MaxAutoSessions = DefaultMaxAutoSessions
-	}
-	if opts.MaxRingBytesTotal <= 0 {
-		opts.MaxRingBytesTotal = DefaultMaxRingBytesTotal
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	h := &Hub{opts: opts, sessions: make(map[string]*Session), deleting: make(map[string]chan struct{})}
+	h := &Hub{opts: opts, log: opts.Logger, sessions: make(map[string]*Session), deleting: make(map[string]chan struct{})}
 	h.ringBudget.Store(opts.MaxRingBytesTotal)
 	h.autos = share.NewPool(share.Options{Name: PoolAutoSessions, Err: ErrAutoSessionLimit})
 	h.setShares(opts)
@@ -163,16 +177,16 @@ func New(opts Options) (*Hub, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	h.global, h.log, h.opts.Logger = g, opts.Logger, opts.Logger
+	h.global = g
 	h.setKeyWindow(opts.IdempotencyWindow)
 	if err := h.loadKeys(time.Now()); err != nil {
 		return nil, err
 	}
 	if opts.Journal != nil {
 		// Restored sessions are not announced: they were opened before.
+		// No one else holds h yet; the lock is the rule createLocked states.
+		h.mu.Lock()
+		defer h.mu.Unlock()
 		for _, id := range opts.Journal.Sessions() {
 			if _, err := h.createLocked(id, 0, byRestore, share.Unknown); err != nil {
 				return nil, err

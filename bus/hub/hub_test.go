@@ -297,3 +297,49 @@ func TestReadOnlySessionRefusesPublishButTakesMirrorEvents(t *testing.T) {
 		t.Fatalf("Publish after SetReadOnly(nil) = %v", err)
 	}
 }
+
+func TestRefusedSetOptionsChangesNothing(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		bad  func(*hub.Options)
+	}{
+		{"negative max queued", func(o *hub.Options) { o.Limits.MaxQueued = -1 }},
+		{"ring size above the maximum", func(o *hub.Options) { o.Limits.RingSize = bus.MaxRingSize + 1 }},
+		{"peer share above 1", func(o *hub.Options) { o.PeerShare = 2 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHub(t, hub.Options{MaxSessions: 2, Limits: bus.Limits{RingSize: 5}, AutoSessionTTL: time.Minute})
+			if _, err := h.Create("a", 0); err != nil {
+				t.Fatal(err)
+			}
+			a, _ := h.Session("a")
+			wantGlobal, wantA := h.Global().Stats().Limits, a.Bus.Stats().Limits
+			next := hub.Options{
+				MaxSessions: 10, AutoCreate: true, AutoSessionTTL: time.Hour,
+				Limits: bus.Limits{RingSize: 3, MaxSubscribers: 1},
+			}
+			tc.bad(&next)
+			if err := h.SetOptions(next); !bus.IsInputError(err) {
+				t.Fatalf("SetOptions(%+v) = %v, want an *InputError", next, err)
+			}
+			if got := h.Global().Stats().Limits; got != wantGlobal {
+				t.Errorf("global limits = %+v, want %+v", got, wantGlobal)
+			}
+			if got := a.Bus.Stats().Limits; got != wantA {
+				t.Errorf("session limits = %+v, want %+v", got, wantA)
+			}
+			if got := h.AutoSessionTTL(); got != time.Minute {
+				t.Errorf("AutoSessionTTL = %v, want 1m0s", got)
+			}
+			if _, _, err := h.Publish("missing", []bus.Event{ev("a:b", 1)}); !errors.Is(err, hub.ErrNotFound) {
+				t.Errorf("publish to a missing session = %v, want ErrNotFound (AutoCreate still off)", err)
+			}
+			h.Create("b", 0)
+			if _, err := h.Create("c", 0); !errors.Is(err, hub.ErrSessionLimit) {
+				t.Errorf("third Create = %v, want ErrSessionLimit (MaxSessions still 2)", err)
+			}
+		})
+	}
+}

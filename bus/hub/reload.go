@@ -1,25 +1,22 @@
 package hub
 
-// SetOptions applies new limits and settings (on reload). Ring limits apply
-// at once to every bus; a session created with its own ring size keeps it.
+// SetOptions applies new limits and settings (on reload): it checks every
+// one first and, when one is refused, returns its *bus.InputError and
+// changes nothing; otherwise it applies them all. Ring limits apply at once
+// to every bus; a session created with its own ring size keeps it. The
+// Journal, GlobalEpoch, Logger and Now of New stay.
 func (h *Hub) SetOptions(opts Options) error {
-	if opts.MaxSessions <= 0 {
-		opts.MaxSessions = DefaultMaxSessions
-	}
-	if opts.MaxAutoSessions <= 0 {
-		opts.MaxAutoSessions = DefaultMaxAutoSessions
-	}
-	opts.Limits.PeerShare = opts.PeerShare
-	if err := h.global.SetLimits(opts.Limits); err != nil {
+	opts.fill()
+	if err := opts.Limits.Validate(); err != nil {
 		return err
 	}
+	// Nothing below fails: the limits passed Validate, and a session's own
+	// ring size passed Create's check.
+	h.global.SetLimits(opts.Limits)
 	h.mu.Lock()
 	h.opts.Limits, h.opts.MaxSessions, h.opts.AutoCreate = opts.Limits, opts.MaxSessions, opts.AutoCreate
 	h.opts.MaxAutoSessions, h.opts.PeerShare = opts.MaxAutoSessions, opts.PeerShare
 	h.setShares(h.opts)
-	if opts.MaxRingBytesTotal <= 0 {
-		opts.MaxRingBytesTotal = DefaultMaxRingBytesTotal
-	}
 	h.opts.MaxRingBytesTotal = opts.MaxRingBytesTotal
 	h.ringBudget.Store(opts.MaxRingBytesTotal)
 	h.opts.AutoSessionTTL = opts.AutoSessionTTL
@@ -30,9 +27,7 @@ func (h *Hub) SetOptions(opts Options) error {
 		if s.RingSize > 0 {
 			l.RingSize = s.RingSize
 		}
-		if err := s.Bus.SetLimits(l); err != nil {
-			return err
-		}
+		s.Bus.SetLimits(l)
 	}
 	h.TrimRings()
 	return nil
