@@ -31,8 +31,8 @@
 // replay shares those bytes. Reserved frames (stream:ready, stream:gap, ...)
 // are built per subscriber by the functions in frame.go; they never carry an
 // id, so they never move a client's cursor. The global bus's copy of a
-// session's event is not encoded again: [Bus.PublishCopies] builds it from
-// the bytes of the frame that [Bus.PublishFrames] returned, and the copy
+// session's event is not encoded again: a [Batch] of [Copies] builds it from
+// the bytes of the frame that [Staged.Frames] returned, and the copy
 // carries its [Origin] ([Frame.Origin]), so storage can tell what it copies
 // without reading its bytes. The JSON grammar the bus accepts for event
 // data lives in compact.go ([ScanValue], [ScanString], [SkipSpace]); the

@@ -79,9 +79,9 @@ var timestampKey = []byte(`"timestamp":"`)
 func (f *Frame) Reserved() bool { return f.ID == 0 }
 
 // Origin returns the session event that the frame copies, for a frame that
-// [Bus.PublishCopies] built; ok is false for every other frame (a session's
-// event, an event published on the global bus with Publish or
-// PublishDaemon, a reserved frame, a frame rebuilt by NewFrame or
+// [Batch.Copies] built; ok is false for every other frame (a session's
+// event, an event published on the global bus with Events (the daemon's
+// included), a reserved frame, a frame rebuilt by NewFrame or
 // ParseFrame). The origin is set when the copy is built and never changes.
 func (f *Frame) Origin() (o Origin, ok bool) {
 	if f.origin == nil {
@@ -103,7 +103,7 @@ type Event struct {
 	// defaults to the bus's name and is left empty; an event published on
 	// the global bus with Session and Seq set has the shape of a copy but
 	// carries no [Origin]: the hub copies a session's events with
-	// [Bus.PublishCopies] instead.
+	// [Batch.Copies] instead.
 	Session string
 	// Seq is the event's id in its session, for an event of the global bus.
 	Seq uint64
@@ -181,7 +181,7 @@ func appendTimestamp(dst []byte, t time.Time) []byte {
 type prepared struct {
 	typ    string
 	tail   *bytes.Buffer
-	origin *Origin // set for a global copy (PublishCopies)
+	origin *Origin // set for a global copy (Batch.Copies)
 }
 
 var tailPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}

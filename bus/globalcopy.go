@@ -8,7 +8,7 @@ import (
 // The global bus's copy of a session event is the session event's envelope
 // with two changes: its own "id", and a "seq" field (the session's id)
 // after "session". Everything else, data, timestamp and originator, is the
-// same bytes, because the copy is built from them (PublishCopies) rather
+// same bytes, because the copy is built from them (Batch.Copies) rather
 // than encoded again. The copy's frame carries its Origin from the moment
 // it is built, so nothing downstream reads the bytes to learn what it
 // copies; a journal stores the copy as a reference to the session's event
@@ -26,36 +26,18 @@ type Origin struct {
 	Seq uint64
 }
 
-// Copies are events that one session's bus published, for
-// [Bus.PublishCopies] to copy onto the global bus.
+// Copies are events that one session's bus published, for [Batch.Copies]
+// to copy onto the global bus.
 type Copies struct {
 	// From is the session's bus.
 	From *Bus
-	// Frames are events that From published, as [Bus.PublishFrames]
-	// returns them.
+	// Frames are events that From published, as [Staged.Frames] holds
+	// them.
 	Frames []*Frame
 }
 
-// PublishCopies appends to the global bus (a bus with no Session) the copies
-// of every batch's frames, in order, as one all-or-nothing batch, and queues
-// them to its subscribers like Publish. Each copy is built from its frame's
-// bytes, with the global bus's id and a "seq" that is the frame's id, and
-// carries its [Origin]. Nothing is validated or encoded again: the frames
-// were when their session's bus published them. It returns the first and
-// last global id; an *InputError, burning no id, for an empty batch, a bus
-// with a Session, or a frame that is not an event its batch's From
-// encoded; ErrClosed on a closed bus; or the store's error.
-func (b *Bus) PublishCopies(batches ...Copies) (first, last uint64, err error) {
-	st, err := b.StageCopies(batches...)
-	if err != nil {
-		return 0, 0, err
-	}
-	return st.First, st.Last, b.Finish(st)
-}
-
-// StageCopies is the first half of PublishCopies, as StageFrames is of
-// PublishFrames: follow it with [Bus.Finish].
-func (b *Bus) StageCopies(batches ...Copies) (Staged, error) {
+// stageCopies is Stage of a Batch of Copies.
+func (b *Bus) stageCopies(batches []Copies) (Staged, error) {
 	n := 0
 	for _, c := range batches {
 		n += len(c.Frames)
@@ -92,8 +74,7 @@ func (b *Bus) StageCopies(batches ...Copies) (Staged, error) {
 			preps = append(preps, p)
 		}
 	}
-	_, st, err := b.commit(preps, nil, false)
-	return st, err
+	return b.commit(preps, nil, false)
 }
 
 // prepareCopy encodes everything but the id of the copy of f, an event of
@@ -117,7 +98,7 @@ func prepareCopy(f *Frame, session string) (prepared, bool) {
 // AppendGlobalEnvelope appends to dst the envelope of the global bus's
 // copy, under id, of the session event whose type and envelope are given
 // (as Frame.Type and Frame.JSON of a session's event, or a journal's copy
-// of them): byte for byte the envelope of the copy PublishCopies built. ok
+// of them): byte for byte the envelope of the copy Batch.Copies built. ok
 // is false when env is not the envelope of a session's event this package
 // encoded.
 func AppendGlobalEnvelope(dst []byte, typ string, env []byte, id uint64) ([]byte, bool) {

@@ -175,6 +175,17 @@ func TestPublishCopiesRefusesWhatIsNotAnEventOfItsSession(t *testing.T) {
 			t.Errorf("PublishCopies of no frame: %v, want an *InputError", err)
 		}
 	})
+	t.Run("events and copies in one batch", func(t *testing.T) {
+		before := global.LastID()
+		_, err := global.Stage(bus.Batch{Events: []bus.Event{ev}, Copies: []bus.Copies{{From: session, Frames: []*bus.Frame{sf}}}})
+		var ie *bus.InputError
+		if !errors.As(err, &ie) {
+			t.Errorf("Stage of events and copies: %v, want an *InputError", err)
+		}
+		if got := global.LastID(); got != before {
+			t.Errorf("lastId %d after a refused batch, want %d", got, before)
+		}
+	})
 }
 
 // FuzzGlobalCopy publishes arbitrary events and their global copies: the

@@ -11,13 +11,38 @@ type pendingBatch struct {
 	frames  []*Frame
 }
 
+// A Batch is the input of one publish, for [Bus.Stage]: the variants of
+// the one publish path are its named fields.
+type Batch struct {
+	// Events are validated and encoded as one all-or-nothing batch.
+	Events []Event
+	// Daemon admits the reserved family localbus (never stream) in
+	// Events: the daemon's own events.
+	Daemon bool
+	// Copies, instead of Events and only on the global bus (a bus with no
+	// Session), are frames that session buses published, copied in order
+	// as one batch: each copy is built from its frame's bytes, with the
+	// global bus's id and a "seq" that is the frame's id, and carries its
+	// [Origin]. Nothing is validated or encoded again.
+	Copies []Copies
+	// KeepFrames makes Stage append the batch's frames, in id order, to
+	// Frames and return the extended slice as [Staged.Frames]: what Copies
+	// take. The frames are shared with the ring and every subscriber; they
+	// must not be modified.
+	KeepFrames bool
+	Frames     []*Frame
+}
+
 // A Staged is a batch that has its ids and is written to the bus's store,
 // on its way to durability: [Bus.Finish] waits for it and delivers it.
 type Staged struct {
 	// First and Last are the ids assigned.
 	First, Last uint64
-	mark        uint64
-	wait        bool // the batch was not durable when written
+	// Frames are Batch.Frames with the batch's frames appended, when
+	// Batch.KeepFrames; else nil.
+	Frames []*Frame
+	mark   uint64
+	wait   bool // the batch was not durable when written
 }
 
 // Publish validates, encodes and appends events as one all-or-nothing batch,
@@ -25,55 +50,57 @@ type Staged struct {
 // first and last id assigned. Bad input is an *InputError and burns no id;
 // on a closed bus it returns ErrClosed. Publish never blocks on a subscriber:
 // one that cannot keep up is evicted. With a DeferredStore it returns once
-// the batch is durable and delivered (see [Bus.Stage]).
+// the batch is durable and delivered. It is [Bus.Stage] of Batch{Events:
+// events} followed by [Bus.Finish].
 func (b *Bus) Publish(events ...Event) (first, last uint64, err error) {
-	_, st, err := b.publish(events, false, nil, false)
+	st, err := b.Stage(Batch{Events: events})
 	if err != nil {
 		return 0, 0, err
 	}
 	return st.First, st.Last, b.Finish(st)
 }
 
-// PublishDaemon is Publish for the daemon's own events: it also accepts the
-// reserved family localbus (never stream).
-func (b *Bus) PublishDaemon(events ...Event) (first, last uint64, err error) {
-	_, st, err := b.publish(events, true, nil, false)
-	if err != nil {
-		return 0, 0, err
+// Stage is the first half of a publish: it validates and encodes the
+// batch's events (or builds its copies), gives them their ids and writes
+// them to the store, under the bus lock, and returns. When the store is a
+// DeferredStore that did not make them durable at once, nobody sees them
+// until [Bus.Finish] has waited for them: concurrent publishers then share
+// that wait (group commit), and subscribers get every batch in id order once
+// it is durable. Otherwise they are delivered before Stage returns. Every
+// successful Stage must be followed by Finish.
+//
+// It returns an *InputError, burning no id, for an empty batch, one with
+// both Events and Copies, bad events, copies on a bus with a Session, or a
+// copied frame that is not an event its Copies' From encoded; ErrClosed on
+// a closed bus; or the store's error.
+func (b *Bus) Stage(p Batch) (Staged, error) {
+	if len(p.Copies) > 0 {
+		if len(p.Events) > 0 {
+			return Staged{}, inputError("events", "", "events and copies in one batch")
+		}
+		return b.stageCopies(p.Copies)
 	}
-	return st.First, st.Last, b.Finish(st)
-}
-
-// PublishFrames is Publish that also appends the events' frames, in id
-// order, to dst and returns the extended slice (dst unchanged on error):
-// what [Bus.PublishCopies] takes to copy a session's events onto the
-// global bus. The frames are shared with the ring and every subscriber;
-// they must not be modified.
-func (b *Bus) PublishFrames(dst []*Frame, events ...Event) ([]*Frame, error) {
-	frames, st, err := b.StageFrames(dst, events...)
-	if err != nil {
-		return dst, err
+	if len(p.Events) == 0 {
+		return Staged{}, inputError("events", "", "empty batch")
 	}
-	if err := b.Finish(st); err != nil {
-		return dst, err
+	var one [1]prepared
+	preps := one[:0]
+	if len(p.Events) > 1 {
+		preps = make([]prepared, 0, len(p.Events))
 	}
-	return frames, nil
-}
-
-// StageFrames is the first half of PublishFrames: it validates and encodes
-// events, gives them their ids and writes them to the store, under the bus
-// lock, and returns. When the store is a DeferredStore that did not make
-// them durable at once, nobody sees them until [Bus.Finish] has waited for
-// them: concurrent publishers then share that wait (group commit), and
-// subscribers get every batch in id order once it is durable. Otherwise
-// they are delivered before StageFrames returns. Every successful
-// StageFrames must be followed by Finish.
-func (b *Bus) StageFrames(dst []*Frame, events ...Event) ([]*Frame, Staged, error) {
-	frames, st, err := b.publish(events, false, dst, true)
-	if err != nil {
-		return dst, Staged{}, err
+	defer func() {
+		for _, pr := range preps {
+			pr.release()
+		}
+	}()
+	for i := range p.Events {
+		pr, err := prepare(&p.Events[i], b.session, p.Daemon)
+		if err != nil {
+			return Staged{}, err
+		}
+		preps = append(preps, pr)
 	}
-	return frames, st, nil
+	return b.commit(preps, p.Frames, p.KeepFrames)
 }
 
 // Finish waits until the staged batch is durable, then delivers it and
@@ -126,49 +153,24 @@ func (b *Bus) deliverDurableLocked(durable uint64) {
 	b.pending = b.pending[:rest]
 }
 
-// publish prepares events and commits them; see commit for dst and keep.
-func (b *Bus) publish(events []Event, allowLocalbus bool, dst []*Frame, keep bool) (frames []*Frame, st Staged, err error) {
-	if len(events) == 0 {
-		return nil, Staged{}, inputError("events", "", "empty batch")
-	}
-	var one [1]prepared
-	preps := one[:0]
-	if len(events) > 1 {
-		preps = make([]prepared, 0, len(events))
-	}
-	defer func() {
-		for _, p := range preps {
-			p.release()
-		}
-	}()
-	for i := range events {
-		p, err := prepare(&events[i], b.session, allowLocalbus)
-		if err != nil {
-			return nil, Staged{}, err
-		}
-		preps = append(preps, p)
-	}
-	return b.commit(preps, dst, keep)
-}
-
 // commit gives preps their ids and appends their frames to the store,
 // under b.mu. When they are durable (and no earlier batch is waiting) it
 // queues them to the subscribers at once; otherwise Finish does, once they
-// are. With keep it appends the frames to dst and returns the result;
-// otherwise it builds them in the bus's scratch slice and returns nil.
-func (b *Bus) commit(preps []prepared, dst []*Frame, keep bool) (frames []*Frame, st Staged, err error) {
+// are. With keep it appends the frames to dst and returns the result in
+// st.Frames; otherwise it builds them in the bus's scratch slice.
+func (b *Bus) commit(preps []prepared, dst []*Frame, keep bool) (st Staged, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return nil, Staged{}, ErrClosed
+		return Staged{}, ErrClosed
 	}
 	if b.failed != nil {
-		return nil, Staged{}, b.failed
+		return Staged{}, b.failed
 	}
 	if !keep {
 		dst = b.frames[:0]
 	}
-	frames = buildFrames(dst, preps, b.lastID+1)
+	frames := buildFrames(dst, preps, b.lastID+1)
 	batch := frames[len(dst):]
 	durable := true
 	var mark uint64
@@ -179,7 +181,7 @@ func (b *Bus) commit(preps []prepared, dst []*Frame, keep bool) (frames []*Frame
 	}
 	if err != nil {
 		clear(batch)
-		return nil, Staged{}, err
+		return Staged{}, err
 	}
 	st = Staged{First: b.lastID + 1, Last: b.lastID + uint64(len(preps)), mark: mark}
 	b.lastID = st.Last
@@ -193,11 +195,12 @@ func (b *Bus) commit(preps []prepared, dst []*Frame, keep bool) (frames []*Frame
 		b.pending = append(b.pending, pendingBatch{mark: mark, durable: durable, frames: slices.Clone(batch)})
 	}
 	if keep {
-		return frames, st, nil
+		st.Frames = frames
+		return st, nil
 	}
 	clear(frames)
 	b.frames = frames[:0]
-	return nil, st, nil
+	return st, nil
 }
 
 // deliverLocked queues frames to every matching subscriber, evicting those

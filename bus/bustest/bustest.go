@@ -132,3 +132,27 @@ func Data[T any](tb TB, env bus.Envelope) T {
 	}
 	return v
 }
+
+// PublishFrames publishes events on b, as [bus.Bus.Publish] does, and
+// returns their frames (what [bus.Copies] take): a Stage with KeepFrames,
+// then Finish.
+func PublishFrames(b *bus.Bus, events ...bus.Event) ([]*bus.Frame, error) {
+	st, err := b.Stage(bus.Batch{Events: events, KeepFrames: true})
+	if err != nil {
+		return nil, err
+	}
+	if err := b.Finish(st); err != nil {
+		return nil, err
+	}
+	return st.Frames, nil
+}
+
+// PublishCopies publishes the copies of batches on the global bus g: a
+// Stage of [bus.Batch.Copies], then Finish.
+func PublishCopies(g *bus.Bus, batches ...bus.Copies) (first, last uint64, err error) {
+	st, err := g.Stage(bus.Batch{Copies: batches})
+	if err != nil {
+		return 0, 0, err
+	}
+	return st.First, st.Last, g.Finish(st)
+}

@@ -27,8 +27,9 @@
 // # The global copy
 //
 // [Hub.Publish] stages a batch on the session's bus with
-// [bus.Bus.StageFrames] (ids assigned, the journal record written), then
-// hands those frames to [bus.Bus.StageCopies] on the global bus, which
+// [bus.Bus.Stage] (ids assigned, the journal record written, the frames
+// kept), then stages a [bus.Batch] of those frames as Copies on the global
+// bus, which
 // builds each copy from its frame's bytes, and only then waits, with
 // [bus.Bus.Finish] on both, for the records to be durable. No lock is held
 // across that wait, so concurrent publishers, to one session or to many,

@@ -18,8 +18,17 @@ func (h *Hub) announceReason(typ, id, reason string) {
 		Session string `json:"session"`
 		Reason  string `json:"reason,omitempty"`
 	}{id, reason})
-	// The global bus is closed only by Close; nothing to report then.
-	h.global.PublishDaemon(bus.Event{Type: typ, Data: data})
+	h.Announce(bus.Event{Type: typ, Data: data})
+}
+
+// Announce publishes the daemon's own event ev, of the reserved family
+// localbus, on the global bus. The global bus is closed only by Close;
+// nothing is reported then.
+func (h *Hub) Announce(ev bus.Event) {
+	st, err := h.global.Stage(bus.Batch{Events: []bus.Event{ev}, Daemon: true})
+	if err == nil {
+		h.global.Finish(st)
+	}
 }
 
 // Publish is PublishAs for the daemon itself (share.Privileged): for
@@ -70,7 +79,7 @@ func (h *Hub) publish(peer share.Peer, id string, events []bus.Event, mirror boo
 	// held while they are written, not while they are made durable, so
 	// concurrent publishers to one session share a sync (group commit).
 	s.publishMu.Lock()
-	frames, st, err := s.Bus.StageFrames(s.frames[:0], events...)
+	st, err := s.Bus.Stage(bus.Batch{Events: events, KeepFrames: true, Frames: s.frames[:0]})
 	if err != nil {
 		s.publishMu.Unlock()
 		if errors.Is(err, bus.ErrClosed) {
@@ -83,7 +92,8 @@ func (h *Hub) publish(peer share.Peer, id string, events []bus.Event, mirror boo
 	// when the global bus is closed (by Close) or its journal refuses the
 	// append: the session keeps the events, the global bus goes without
 	// them (they get no global id, so no client misses them).
-	gst, gerr := h.global.StageCopies(bus.Copies{From: s.Bus, Frames: frames})
+	frames := st.Frames
+	gst, gerr := h.global.Stage(bus.Batch{Copies: []bus.Copies{{From: s.Bus, Frames: frames}}})
 	first, last = st.First, st.Last
 	s.active = h.opts.Now()
 	// Kept for the next publish, but not the frames (the ring decides how

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/bus/hub"
 )
 
@@ -162,7 +163,7 @@ func TestRemovingASegmentCopiesTheGlobalEventsThatReferToIt(t *testing.T) {
 	if _, _, err := j.wal.rotate(); err != nil { // segment 2
 		t.Fatal(err)
 	}
-	gid, _, err := g.PublishCopies(bus.Copies{From: s, Frames: frames})
+	gid, _, err := bustest.PublishCopies(g, bus.Copies{From: s, Frames: frames})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +174,7 @@ func TestRemovingASegmentCopiesTheGlobalEventsThatReferToIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	later := publishFrames(t, s, bus.Event{Type: "a:b", Data: json.RawMessage(`{"k":2}`), Time: at})
-	gid2, _, err := g.PublishCopies(bus.Copies{From: s, Frames: later})
+	gid2, _, err := bustest.PublishCopies(g, bus.Copies{From: s, Frames: later})
 	if err != nil {
 		t.Fatal(err)
 	}

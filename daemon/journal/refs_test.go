@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/bus/hub"
 )
 
@@ -277,7 +278,7 @@ func TestACopyOfAnEventInARemovedSegmentIsLoggedInFull(t *testing.T) {
 			}
 			// A later event of the session, in a segment that stays.
 			publish(t, s, bus.Event{Type: "a:b", Time: at})
-			gid, _, err := g.PublishCopies(bus.Copies{From: s, Frames: frames})
+			gid, _, err := bustest.PublishCopies(g, bus.Copies{From: s, Frames: frames})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -312,7 +313,7 @@ func TestACopyOfADeletedSessionsEventIsLoggedInFull(t *testing.T) {
 	}
 	again := newBus(t, j, "s", 1000, 64<<20)
 	publish(t, again, bus.Event{Type: "a:b", Data: json.RawMessage(`"new"`)})
-	gid, _, err := g.PublishCopies(bus.Copies{From: old, Frames: frames})
+	gid, _, err := bustest.PublishCopies(g, bus.Copies{From: old, Frames: frames})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +346,7 @@ func TestACopyOfAnEventRestoredFromTheDatabaseIsLoggedInFull(t *testing.T) {
 	g := newBus(t, j2, "", 1000, 64<<20)
 	restored := retainedFrames(t, s)
 	publish(t, s, bus.Event{Type: "a:b", Data: json.RawMessage(`2`)})
-	gid, _, err := g.PublishCopies(bus.Copies{From: s, Frames: restored})
+	gid, _, err := bustest.PublishCopies(g, bus.Copies{From: s, Frames: restored})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +400,7 @@ func TestNoReferenceIntoASegmentACheckpointIsRemoving(t *testing.T) {
 	}
 	defer sub.Close()
 	sub.Take(nil) // stream:ready
-	if _, _, err := mem.PublishCopies(bus.Copies{From: s, Frames: frames}); err != nil {
+	if _, _, err := bustest.PublishCopies(mem, bus.Copies{From: s, Frames: frames}); err != nil {
 		t.Fatal(err)
 	}
 	copies, _ := sub.Take(nil)
@@ -419,7 +420,7 @@ func TestNoReferenceIntoASegmentACheckpointIsRemoving(t *testing.T) {
 // publishFrames publishes evs on b and returns their frames.
 func publishFrames(t *testing.T, b *bus.Bus, evs ...bus.Event) []*bus.Frame {
 	t.Helper()
-	frames, err := b.PublishFrames(nil, evs...)
+	frames, err := bustest.PublishFrames(b, evs...)
 	if err != nil {
 		t.Fatalf("PublishFrames: %v", err)
 	}
