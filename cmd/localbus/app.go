@@ -9,9 +9,6 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
-
 // Exit codes (SPEC §9).
 const (
 	exitOK          = 0
@@ -26,7 +23,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	app := &cli.App{
 		Name:                 "localbus",
 		Usage:                "a local event bus: run the daemon, follow and publish events",
-		Version:              version,
+		Version:              buildVersion().Version,
 		Writer:               stdout,
 		ErrWriter:            stderr,
 		EnableBashCompletion: true,
@@ -122,24 +119,4 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ee.code
 	}
 	return exitUsage
-}
-
-func versionCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "version",
-		Usage: "print the version",
-		Action: func(c *cli.Context) error {
-			if err := checkArgs(c, 0, 0, "no arguments"); err != nil {
-				return err
-			}
-			printVersion(c.App.Writer)
-			return nil
-		},
-	}
-}
-
-// printVersion writes the one version line of both "localbus version" and
-// "localbus --version".
-func printVersion(w io.Writer) {
-	fmt.Fprintf(w, "localbus %s\n", version)
 }

@@ -15,7 +15,7 @@ func serveCommand() *cli.Command {
 			"configuration; SIGTERM and SIGINT shut down, closing every stream with WebSocket 1001.",
 		Flags: serveFlags(),
 		Action: func(c *cli.Context) error {
-			return daemon.Run(c.Context, serveSource(c), daemon.Options{Version: version})
+			return daemon.Run(c.Context, serveSource(c), daemon.Options{Version: buildVersion().Version})
 		},
 	}
 }
