@@ -3,9 +3,10 @@ package bus
 import (
 	"bytes"
 	"encoding/json"
-	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/localbus/localbus/ipc/wire/grammar"
 )
 
 // FuzzAppendCompact: appendCompact accepts exactly what json.Compact
@@ -36,7 +37,7 @@ func FuzzAppendCompact(f *testing.F) {
 		// src, when no white space surrounds it, exactly as json.Compact
 		// does, and ends where the value ends.
 		if len(src) > 0 && len(bytes.TrimSpace(src)) == len(src) {
-			if end := ScanValue(src, 0, 0); (end == len(src)) != ok {
+			if end := grammar.ScanValue(src, 0, 0); (end == len(src)) != ok {
 				t.Fatalf("ScanValue(%q) = %d; json.Compact: %v", src, end, err)
 			}
 		}
@@ -51,40 +52,6 @@ func TestAppendCompactNestingLimit(t *testing.T) {
 		_, ok := appendCompact(nil, src)
 		if want := json.Valid(src); ok != want {
 			t.Errorf("appendCompact of depth %d ok = %v, json.Valid = %v", depth, ok, want)
-		}
-	}
-}
-
-// TestPlainRunMatchesAByteLoop: the word-at-a-time scan stops where a
-// byte-at-a-time loop does, for special bytes at every offset among bytes
-// of every kind.
-func TestPlainRunMatchesAByteLoop(t *testing.T) {
-	naive := func(s []byte, i int) int {
-		for i < len(s) && s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' {
-			i++
-		}
-		return i
-	}
-	alphabet := []byte{'a', ' ', '!', '"', '#', '\\', ']', 0x00, 0x1f, 0x7f, 0x80, 0xa2, 0xdc, 0xff}
-	// Two independent streams of random cases.
-	for _, seed := range [][2]uint64{{1, 2}, {3, 4}} {
-		r := rand.New(rand.NewPCG(seed[0], seed[1]))
-		for range 200000 {
-			s := make([]byte, r.IntN(40))
-			for i := range s {
-				if r.IntN(8) == 0 {
-					s[i] = alphabet[r.IntN(len(alphabet))]
-				} else {
-					s[i] = byte(0x20 + r.IntN(0xe0))
-				}
-			}
-			start := 0
-			if len(s) > 0 {
-				start = r.IntN(len(s))
-			}
-			if got, want := plainRun(s, start), naive(s, start); got != want {
-				t.Fatalf("plainRun(%q, %d) = %d, want %d", s, start, got, want)
-			}
 		}
 	}
 }

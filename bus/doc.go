@@ -20,8 +20,8 @@
 //   - subscription.go: a subscriber's queue and [Subscription.Take].
 //   - ring.go, budget.go: the replay ring and its byte budget.
 //   - stats.go: [Stats].
-//   - frame.go, compact.go, validate.go, filter.go: frames, the JSON
-//     grammar, validation and type filters.
+//   - frame.go, compact.go, validate.go, filter.go: frames, compaction of
+//     event data, validation and type filters.
 //
 // # Encoding
 //
@@ -35,8 +35,9 @@
 // the bytes of the frame that [Staged.Frames] returned, and the copy
 // carries its [Origin] ([Frame.Origin]), so storage can tell what it copies
 // without reading its bytes. The JSON grammar the bus accepts for event
-// data lives in compact.go ([ScanValue], [ScanString], [SkipSpace]); the
-// router's publish decoder uses the same functions.
+// data is package ipc/wire/grammar's scanner, which compact.go compacts
+// with and the router's publish decoder uses too; that package, the
+// standard library only, is the one the bus imports outside its own.
 //
 // # Ordering
 //

@@ -3,7 +3,6 @@ package bus_test
 import (
 	"bytes"
 	"encoding/json"
-	"math/big"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -13,43 +12,6 @@ import (
 )
 
 // The seed corpora live in testdata/fuzz/FuzzXxx/.
-
-func FuzzParseCursor(f *testing.F) {
-	maxCursor := big.NewInt(bus.MaxCursor)
-	f.Fuzz(func(t *testing.T, s string) {
-		n, err := bus.ParseCursor(s)
-		digits := s != "" && strings.Trim(s, "0123456789") == ""
-		if err != nil {
-			if !isInputError(err, "cursor") {
-				t.Fatalf("ParseCursor(%q) = %#v, want *InputError{Field: cursor}", s, err)
-			}
-			if n != 0 {
-				t.Fatalf("ParseCursor(%q) = %d with its error", s, n)
-			}
-			if digits {
-				v, _ := new(big.Int).SetString(s, 10)
-				if v.Cmp(maxCursor) <= 0 {
-					t.Fatalf("ParseCursor(%q) = %v, want %v", s, err, v)
-				}
-			}
-		} else {
-			if !digits {
-				t.Fatalf("ParseCursor(%q) = %d, want an error: not decimal digits", s, n)
-			}
-			v, _ := new(big.Int).SetString(s, 10)
-			if !v.IsUint64() || v.Uint64() != n || n > bus.MaxCursor {
-				t.Fatalf("ParseCursor(%q) = %d, want %v", s, n, v)
-			}
-		}
-		m, err2 := bus.ParseMaxQueued(s)
-		if ok := err == nil && n >= bus.MinMaxQueued && n <= bus.MaxMaxQueued; ok != (err2 == nil) || (ok && uint64(m) != n) {
-			t.Fatalf("ParseMaxQueued(%q) = %d, %v; ParseCursor gave %d, %v", s, m, err2, n, err)
-		}
-		if err2 != nil && !isInputError(err2, "maxQueued") {
-			t.Fatalf("ParseMaxQueued(%q) = %#v, want *InputError{Field: maxQueued}", s, err2)
-		}
-	})
-}
 
 func FuzzParseFilter(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/bus/bustest"
+	"github.com/localbus/localbus/ipc/wire/grammar"
 )
 
 // spyStore is a Ring that remembers every frame appended, so a test knows
@@ -269,7 +270,7 @@ func (m *model) subscribe(t *rapid.T) {
 	case 0: // live only
 		opts.CursorIgnored = rapid.Bool().Draw(t, "ignored")
 	case 1:
-		opts.Cursor = ptr[uint64](bus.MaxCursor)
+		opts.Cursor = ptr[uint64](grammar.MaxCursor)
 	case 2: // anywhere
 		opts.Cursor = ptr(rapid.Uint64Range(0, m.lastID()+2).Draw(t, "cursor"))
 	default: // inside the ring, where resuming is seamless
@@ -280,7 +281,7 @@ func (m *model) subscribe(t *rapid.T) {
 	opts.Family = rapid.SampledFrom([]string{"", "", "", "a", "b"}).Draw(t, "family")
 	opts.Filter = drawFilter(t, opts.Family, "filter")
 	if rapid.Bool().Draw(t, "ownMaxQueued") {
-		opts.MaxQueued = rapid.IntRange(bus.MinMaxQueued, 20).Draw(t, "maxQueued")
+		opts.MaxQueued = rapid.IntRange(grammar.MinMaxQueued, 20).Draw(t, "maxQueued")
 	}
 	s, err := m.b.Subscribe(context.Background(), opts)
 	switch {

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/ipc/wire/grammar"
 )
 
 // TestResumeTable pins every row of SPEC §2.3 and the exact data of
@@ -105,7 +106,7 @@ func TestResumeTable(t *testing.T) {
 		},
 		{
 			name: "cursor 2^53-1: epoch_reset", ringSize: 20,
-			opts: bus.SubscribeOptions{Cursor: ptr[uint64](bus.MaxCursor)},
+			opts: bus.SubscribeOptions{Cursor: ptr[uint64](grammar.MaxCursor)},
 			want: cat(sprintf(ready10all, "9007199254740991"),
 				`stream:gap {earliestAvailableId:1,lastDeliveredId:9007199254740991,lastId:10,reason:"epoch_reset"}`,
 				events(1, 10), `stream:replayed {lastReplayedEventId:10,replayedCount:10}`),
@@ -277,7 +278,7 @@ func TestSubscribeRejectsBadOptions(t *testing.T) {
 		{"maxQueued below 16", bus.SubscribeOptions{MaxQueued: 15}, "maxQueued"},
 		{"maxQueued above 2048", bus.SubscribeOptions{MaxQueued: 2049}, "maxQueued"},
 		{"negative maxQueued", bus.SubscribeOptions{MaxQueued: -1}, "maxQueued"},
-		{"cursor 2^53", bus.SubscribeOptions{Cursor: ptr[uint64](bus.MaxCursor + 1)}, "cursor"},
+		{"cursor 2^53", bus.SubscribeOptions{Cursor: ptr[uint64](grammar.MaxCursor + 1)}, "cursor"},
 		{"bad family", bus.SubscribeOptions{Family: "Build"}, "family"},
 		{"family stream", bus.SubscribeOptions{Family: "stream"}, "family"},
 		{"filter outside family", bus.SubscribeOptions{Family: "build", Filter: mustFilter(t, "build:x,test:y")}, "types"},

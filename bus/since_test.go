@@ -92,24 +92,3 @@ func TestFrameTimeIsTheEnvelopesTimestamp(t *testing.T) {
 		}
 	}
 }
-
-func TestParseSinceTime(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
-	for in, want := range map[string]time.Time{
-		"10m":                       now.Add(-10 * time.Minute),
-		"1h30m":                     now.Add(-90 * time.Minute),
-		"2026-12-01T19:00:00Z":      now.Add(-time.Hour),
-		"2026-12-01T20:00:00+01:00": now.Add(-time.Hour),
-		"2026-12-01T19:00:00.5Z":    now.Add(-time.Hour + 500*time.Millisecond),
-	} {
-		if got, err := bus.ParseSinceTime(in, now); err != nil || !got.Equal(want) {
-			t.Errorf("ParseSinceTime(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "0", "-10m", "0s", "yesterday", "2026-12-01", "17"} {
-		if _, err := bus.ParseSinceTime(bad, now); err == nil {
-			t.Errorf("ParseSinceTime(%q) accepted", bad)
-		}
-	}
-}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/localbus/localbus/bus/share"
+	"github.com/localbus/localbus/ipc/wire/grammar"
 )
 
 // remove takes s off the subscriber list; idempotent.
@@ -82,10 +83,10 @@ func (b *Bus) Subscribe(ctx context.Context, opts SubscribeOptions) (*Subscripti
 			return nil, inputError("types", "", "outside family "+opts.Family)
 		}
 	}
-	if opts.MaxQueued != 0 && (opts.MaxQueued < MinMaxQueued || opts.MaxQueued > MaxMaxQueued) {
+	if opts.MaxQueued != 0 && (opts.MaxQueued < grammar.MinMaxQueued || opts.MaxQueued > grammar.MaxMaxQueued) {
 		return nil, inputError("maxQueued", "", "want 16 to 2048")
 	}
-	if opts.Cursor != nil && *opts.Cursor > MaxCursor {
+	if opts.Cursor != nil && *opts.Cursor > grammar.MaxCursor {
 		return nil, inputError("cursor", "", "larger than 2^53-1")
 	}
 

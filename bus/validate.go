@@ -5,19 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"time"
 	"unicode/utf8"
-)
-
-// MaxCursor is the largest cursor a client may send: 2^53−1, the largest
-// integer every JSON implementation represents exactly.
-const MaxCursor = 1<<53 - 1
-
-// The range a client may ask for with ?maxQueued=.
-const (
-	MinMaxQueued = 16
-	MaxMaxQueued = 2048
 )
 
 // The families only the daemon emits. Publishing an event of either is refused.
@@ -161,37 +149,6 @@ func ValidateSessionID(id string) error {
 	return nil
 }
 
-// ParseCursor parses a resume cursor strictly: one or more ASCII digits
-// (leading zeros allowed), at most MaxCursor. Signs, spaces, hex and the empty
-// string are errors.
-func ParseCursor(s string) (uint64, error) {
-	if s == "" {
-		return 0, inputError("cursor", s, "empty")
-	}
-	var n uint64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return 0, inputError("cursor", s, "want decimal digits only")
-		}
-		n = n*10 + uint64(c-'0')
-		if n > MaxCursor {
-			return 0, inputError("cursor", s, "larger than 2^53-1")
-		}
-	}
-	return n, nil
-}
-
-// ParseMaxQueued parses a client's ?maxQueued=: a plain decimal in
-// [MinMaxQueued, MaxMaxQueued].
-func ParseMaxQueued(s string) (int, error) {
-	n, err := ParseCursor(s)
-	if err != nil || n < MinMaxQueued || n > MaxMaxQueued {
-		return 0, inputError("maxQueued", s, "want a decimal number from "+strconv.Itoa(MinMaxQueued)+" to "+strconv.Itoa(MaxMaxQueued))
-	}
-	return int(n), nil
-}
-
 // ValidateEvent checks what Publish would check of ev, without encoding it:
 // a publishable type, a valid Session if one is set, and JSON data. It lets
 // a caller refuse a batch before it acts on it (say, before creating a
@@ -214,17 +171,4 @@ func ValidateEvent(ev *Event) error {
 		return inputError("data", "", "not valid JSON")
 	}
 	return nil
-}
-
-// ParseSinceTime parses a resume-by-time point: an RFC 3339 time
-// ("2026-12-01T20:00:00Z", fractions allowed) or a positive Go duration
-// ("10m", "1h30m") that means that long before now.
-func ParseSinceTime(s string, now time.Time) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	if d, err := time.ParseDuration(s); err == nil && d > 0 {
-		return now.Add(-d), nil
-	}
-	return time.Time{}, inputError("sinceTime", s, "want an RFC 3339 time (2026-12-01T20:00:00Z) or a positive duration (10m)")
 }

@@ -171,88 +171,6 @@ func TestValidateSessionID(t *testing.T) {
 	}
 }
 
-func TestParseCursor(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name string
-		in   string
-		want uint64
-		ok   bool
-	}{
-		{"zero", "0", 0, true},
-		{"one", "1", 1, true},
-		{"leading zeros", "007", 7, true},
-		{"many zeros", "0000000000000000000000000000", 0, true},
-		{"leading zeros to max", "000" + "9007199254740991", bus.MaxCursor, true},
-		{"2^53-1", "9007199254740991", 1<<53 - 1, true},
-		{"2^53", "9007199254740992", 0, false},
-		{"2^64", "18446744073709551616", 0, false},
-		{"huge", strings.Repeat("9", 400), 0, false},
-		{"empty", "", 0, false},
-		{"plus", "+1", 0, false},
-		{"minus", "-1", 0, false},
-		{"space before", " 1", 0, false},
-		{"space after", "1 ", 0, false},
-		{"hex", "0x10", 0, false},
-		{"float", "1.0", 0, false},
-		{"exponent", "1e3", 0, false},
-		{"underscore", "1_000", 0, false},
-		{"arabic-indic digit", "١", 0, false},
-		{"fullwidth digit", "１", 0, false},
-		{"nul", "1\x00", 0, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			got, err := bus.ParseCursor(tt.in)
-			if (err == nil) != tt.ok || got != tt.want {
-				t.Errorf("ParseCursor(%q) = %d, %v; want %d, ok %v", tt.in, got, err, tt.want, tt.ok)
-			}
-			if err != nil && !isInputError(err, "cursor") {
-				t.Errorf("ParseCursor(%q) = %#v, want *InputError{Field: cursor}", tt.in, err)
-			}
-		})
-	}
-}
-
-func TestParseMaxQueued(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		in   string
-		want int
-		ok   bool
-	}{
-		{"16", 16, true},
-		{"256", 256, true},
-		{"2048", 2048, true},
-		{"0016", 16, true},
-		{"15", 0, false},
-		{"2049", 0, false},
-		{"0", 0, false},
-		{"", 0, false},
-		{"-16", 0, false},
-		{"+16", 0, false},
-		{"16.0", 0, false},
-		{" 16", 0, false},
-		{"1e2", 0, false},
-		{"9007199254740992", 0, false},
-	}
-	for _, tt := range tests {
-		got, err := bus.ParseMaxQueued(tt.in)
-		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("ParseMaxQueued(%q) = %d, %v; want %d, ok %v", tt.in, got, err, tt.want, tt.ok)
-		}
-		if err != nil {
-			if !isInputError(err, "maxQueued") {
-				t.Errorf("ParseMaxQueued(%q) = %#v, want *InputError{Field: maxQueued}", tt.in, err)
-			}
-			if msg := err.Error(); !strings.Contains(msg, "16") || !strings.Contains(msg, "2048") {
-				t.Errorf("ParseMaxQueued(%q) error %q does not state the range", tt.in, msg)
-			}
-		}
-	}
-}
-
 func TestInputErrorMessage(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -260,9 +178,8 @@ func TestInputErrorMessage(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"cursor", func() error { _, err := bus.ParseCursor("x1"); return err }(), `bus: invalid cursor "x1": want decimal digits only`},
 		{"type", bus.ValidateType("nope"), `bus: invalid type "nope": want family:name`},
-		{"no value", func() error { _, err := bus.ParseCursor(""); return err }(), `bus: invalid cursor: empty`},
+		{"no value", bus.ValidateType(""), `bus: invalid type: want family:name`},
 	}
 	for _, tt := range tests {
 		if got := tt.err.Error(); got != tt.want {

@@ -10,6 +10,7 @@ import (
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/bus/share"
 	"github.com/localbus/localbus/ipc/wire"
+	"github.com/localbus/localbus/ipc/wire/grammar"
 )
 
 // Error is an HTTP error with the JSON body of SPEC §6:
@@ -41,6 +42,10 @@ func asError(err error) *Error {
 	var ie *bus.InputError
 	if errors.As(err, &ie) {
 		return &Error{Status: http.StatusBadRequest, Code: "invalid_" + ie.Field, Message: ie.Message()}
+	}
+	var ge *grammar.Error
+	if errors.As(err, &ge) {
+		return &Error{Status: http.StatusBadRequest, Code: "invalid_" + ge.Field, Message: ge.Message()}
 	}
 	var r *share.Refusal
 	if errors.As(err, &r) {
@@ -118,12 +123,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(append(b, '\n'))
 }
 
-// inputReason returns why input was refused: an *bus.InputError's reason,
-// else the error's text.
+// inputReason returns why input was refused: the reason of an
+// *bus.InputError or a *grammar.Error, else the error's text.
 func inputReason(err error) string {
 	var ie *bus.InputError
 	if errors.As(err, &ie) {
 		return ie.Reason
+	}
+	var ge *grammar.Error
+	if errors.As(err, &ge) {
+		return ge.Reason
 	}
 	return err.Error()
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/localbus/localbus/bus/share"
 	"github.com/localbus/localbus/ipc/access"
 	"github.com/localbus/localbus/ipc/wire"
+	"github.com/localbus/localbus/ipc/wire/grammar"
 )
 
 // Defaults of the router's options.
@@ -153,7 +154,7 @@ func (o *Options) fill() {
 	}
 	o.Caps.MaxEventBytes = o.MaxEventBytes
 	o.Caps.MaxBatch = DefaultMaxBatch
-	o.Caps.MinMaxQueued, o.Caps.MaxMaxQueued = bus.MinMaxQueued, bus.MaxMaxQueued
+	o.Caps.MinMaxQueued, o.Caps.MaxMaxQueued = grammar.MinMaxQueued, grammar.MaxMaxQueued
 	o.Caps.KeepaliveMs = o.Keepalive.Milliseconds()
 }
 

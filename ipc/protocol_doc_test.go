@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/ipc/wire/grammar"
 )
 
 // docFrameFields returns the data fields protocol.md's reserved-frame table
@@ -106,7 +107,7 @@ func laggedData(tb testing.TB, opts bus.Options, n, size int) map[string]json.Ra
 // overflow only (eventBytes).
 func TestProtocolDocListsLaggedFieldsAsSent(t *testing.T) {
 	always, sometimes := docFrameFields(t, bus.TypeLagged)
-	queue := laggedData(t, bus.Options{MaxQueued: bus.MinMaxQueued}, bus.MinMaxQueued+1, 1)
+	queue := laggedData(t, bus.Options{MaxQueued: grammar.MinMaxQueued}, grammar.MinMaxQueued+1, 1)
 	if got := slices.Sorted(maps.Keys(queue)); !slices.Equal(got, slices.Sorted(slices.Values(always))) {
 		t.Errorf("queue_overflow stream:lagged data fields %v; protocol.md lists %v for every one (and %v for some)", got, always, sometimes)
 	}

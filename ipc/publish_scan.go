@@ -4,6 +4,7 @@ import (
 	"bytes"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/ipc/wire/grammar"
 )
 
 // The fast path of decodePublish: one pass over the body that checks the
@@ -13,10 +14,10 @@ import (
 // plain string, deep nesting, any syntax error) sends the whole body to
 // the reference decoder, which gives the same results and errors as
 // encoding/json. So it may refuse what is valid, never accept what is not.
-// The JSON grammar itself is bus.ScanValue's, the one the bus compacts with.
+// The JSON grammar itself is grammar.ScanValue's, the one the bus compacts with.
 
-// skipSpace is bus.SkipSpace: JSON white space, as the scanner skips it.
-func skipSpace(b []byte, i int) int { return bus.SkipSpace(b, i) }
+// skipSpace is grammar.SkipSpace: JSON white space, as the scanner skips it.
+func skipSpace(b []byte, i int) int { return grammar.SkipSpace(b, i) }
 
 // splitArray returns the elements of the JSON array that is all of b
 // (white space around it allowed), or ok false.
@@ -30,7 +31,7 @@ func splitArray(b []byte, dst [][]byte) (elems [][]byte, ok bool) {
 		return dst, skipSpace(b, i+1) == len(b)
 	}
 	for {
-		j := bus.ScanValue(b, i, 1)
+		j := grammar.ScanValue(b, i, 1)
 		if j < 0 {
 			return nil, false
 		}
@@ -73,7 +74,7 @@ func scanEvent(raw []byte, ev *bus.Event) (ok bool) {
 		if i >= len(raw) || raw[i] != '"' {
 			return false
 		}
-		k := bus.ScanString(raw, i)
+		k := grammar.ScanString(raw, i)
 		if k < 0 {
 			return false
 		}
@@ -89,7 +90,7 @@ func scanEvent(raw []byte, ev *bus.Event) (ok bool) {
 			if i >= len(raw) || raw[i] != '"' {
 				return false
 			}
-			j := bus.ScanString(raw, i)
+			j := grammar.ScanString(raw, i)
 			if j < 0 || bytes.IndexByte(raw[i+1:j-1], '\\') >= 0 {
 				return false
 			}
@@ -97,7 +98,7 @@ func scanEvent(raw []byte, ev *bus.Event) (ok bool) {
 			i = j
 		case bytes.Equal(key, keyData) && !seenData:
 			seenData = true
-			j := bus.ScanValue(raw, i, 1)
+			j := grammar.ScanValue(raw, i, 1)
 			if j < 0 {
 				return false
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/localbus/localbus/ipc/access"
 	"github.com/localbus/localbus/ipc/internal/framewriter"
 	"github.com/localbus/localbus/ipc/wire"
+	"github.com/localbus/localbus/ipc/wire/grammar"
 )
 
 // streamTarget is the bus a stream request reads and the restriction it
@@ -50,7 +51,7 @@ func (h *Handler) parseStreamParams(r *http.Request, c Caller, family string) (b
 	if s, ok, err := one(wire.ParamSince); err != nil {
 		return opts, err
 	} else if ok {
-		c, err := bus.ParseCursor(s)
+		c, err := grammar.ParseCursor(s)
 		if err != nil {
 			return opts, errorf(http.StatusBadRequest, wire.CodeInvalidSince, "since: %s", inputReason(err))
 		}
@@ -62,7 +63,7 @@ func (h *Handler) parseStreamParams(r *http.Request, c Caller, family string) (b
 		if opts.Cursor != nil {
 			return opts, errorf(http.StatusBadRequest, wire.CodeInvalidSinceTime, "give since or sinceTime, not both")
 		}
-		t, err := bus.ParseSinceTime(s, time.Now())
+		t, err := grammar.ParseSinceTime(s, time.Now())
 		if err != nil {
 			return opts, errorf(http.StatusBadRequest, wire.CodeInvalidSinceTime, "sinceTime: %s", inputReason(err))
 		}
@@ -71,7 +72,7 @@ func (h *Handler) parseStreamParams(r *http.Request, c Caller, family string) (b
 	if s, ok, err := one(wire.ParamMaxQueued); err != nil {
 		return opts, err
 	} else if ok {
-		n, err := bus.ParseMaxQueued(s)
+		n, err := grammar.ParseMaxQueued(s)
 		if err != nil {
 			return opts, err
 		}
@@ -98,7 +99,7 @@ func (h *Handler) parseStreamParams(r *http.Request, c Caller, family string) (b
 		opts.Epoch = e
 	}
 	if vs, ok := r.Header[http.CanonicalHeaderKey(wire.HeaderLastEventID)]; ok {
-		if cur, err := bus.ParseCursor(lastValue(vs)); err == nil {
+		if cur, err := grammar.ParseCursor(lastValue(vs)); err == nil {
 			opts.Cursor = &cur // the header wins over ?since=
 		} else if opts.Cursor == nil {
 			opts.CursorIgnored = true

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/ipc/wire/grammar"
 )
 
 // A point is where --since or --until puts a stream's edge: an event id,
@@ -31,7 +31,7 @@ func parsePoint(s string, now time.Time) (point, error) {
 	case s == "":
 		return point{}, errors.New("empty; want " + timeForms)
 	case s[0] >= '0' && s[0] <= '9' && strings.Trim(s, "0123456789") == "":
-		id, err := bus.ParseCursor(s)
+		id, err := grammar.ParseCursor(s)
 		if err != nil {
 			return point{}, fmt.Errorf("%q is too large for an event id; want %s", s, timeForms)
 		}
@@ -45,7 +45,7 @@ func parsePoint(s string, now time.Time) (point, error) {
 		p.t = t
 		return p, nil
 	}
-	t, err := bus.ParseSinceTime(s, now)
+	t, err := grammar.ParseSinceTime(s, now)
 	if err != nil {
 		return point{}, fmt.Errorf("%q: want %s", s, timeForms)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/daemon/upstream"
 	"github.com/localbus/localbus/daemon/upstream/natstest"
+	"github.com/localbus/localbus/ipc/wire/grammar"
 )
 
 // BenchmarkExportImport measures the bridge between two in-process nodes
@@ -46,7 +47,7 @@ func BenchmarkExportImport(b *testing.B) {
 	var got [readers]atomic.Uint64
 	var wg sync.WaitGroup
 	for i := range readers {
-		sub, err := s.Bus.Subscribe(b.Context(), bus.SubscribeOptions{Cursor: new(uint64), MaxQueued: bus.MaxMaxQueued})
+		sub, err := s.Bus.Subscribe(b.Context(), bus.SubscribeOptions{Cursor: new(uint64), MaxQueued: grammar.MaxMaxQueued})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/ipc/wire/grammar"
 )
 
 // exportCursor is the last event of a session that JetStream acknowledged.
@@ -159,7 +160,7 @@ func (e *exporter) round() error {
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
 	cur, has := e.cursor()
-	opts := bus.SubscribeOptions{Cursor: new(uint64), MaxQueued: bus.MaxMaxQueued}
+	opts := bus.SubscribeOptions{Cursor: new(uint64), MaxQueued: grammar.MaxMaxQueued}
 	if has {
 		*opts.Cursor, opts.Epoch = cur.id, cur.epoch
 	}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"regexp"
 	"time"
+
+	"github.com/localbus/localbus/ipc/wire/grammar"
 )
 
 // Scenarios Run knows.
@@ -152,8 +154,8 @@ func (c Config) fill() (Config, error) {
 	if c.Duration < 0 || c.Timeout < 0 || c.Settle < 0 {
 		errs = append(errs, errors.New("bench: durations must not be negative"))
 	}
-	if c.MaxQueued != 0 && (c.MaxQueued < 16 || c.MaxQueued > 2048) {
-		errs = append(errs, fmt.Errorf("bench: max-queued must be from 16 to 2048, got %d", c.MaxQueued))
+	if c.MaxQueued != 0 && (c.MaxQueued < grammar.MinMaxQueued || c.MaxQueued > grammar.MaxMaxQueued) {
+		errs = append(errs, fmt.Errorf("bench: max-queued must be from %d to %d, got %d", grammar.MinMaxQueued, grammar.MaxMaxQueued, c.MaxQueued))
 	}
 	if c.Session != "" && !sessionRE.MatchString(c.Session) {
 		errs = append(errs, fmt.Errorf("bench: invalid session id %q", c.Session))
@@ -168,7 +170,7 @@ func (c Config) fill() (Config, error) {
 	}
 	def(&c.Size, 256)
 	def(&c.Batch, 1000)
-	def(&c.MaxQueued, 2048)
+	def(&c.MaxQueued, grammar.MaxMaxQueued)
 	def(&c.Rate, 1000)
 	def(&c.Repeat, 10)
 	def(&c.Rounds, 1)

@@ -1,0 +1,17 @@
+// Package grammar is the grammar of the values a client sends the daemon,
+// parsed once where they enter: resume cursors ([ParseCursor]), queue
+// limits ([ParseMaxQueued]), resume times ([ParseSinceTime]), and JSON as
+// the bus accepts it for event data ([ScanValue], [ScanString],
+// [SkipSpace]).
+//
+// The router (package ipc), the command line (cmd/localbus), the Go client
+// and the bus itself read these values with these functions, so that each
+// accepts exactly what the others do. It imports a few packages of the
+// standard library and nothing else, so the bus stays pure and a client
+// links nothing of the server.
+//
+// # Files
+//
+//   - query.go: cursors, queue limits, resume times and their [Error].
+//   - json.go: the JSON scanner.
+package grammar
