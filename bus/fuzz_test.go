@@ -37,7 +37,7 @@ func FuzzParseFilter(f *testing.F) {
 				t.Fatalf("ParseFilter(%q) accepted reserved %q", s, e)
 			}
 			if strings.HasSuffix(e, ":*") {
-				if bus.ValidateFamily(fam) != nil || fam+":*" != e {
+				if !validFamily(fam) || fam+":*" != e {
 					t.Fatalf("ParseFilter(%q) accepted %q", s, e)
 				}
 				if !fl.Match(fam + ":anything") {
@@ -164,4 +164,10 @@ func FuzzParseFrame(f *testing.F) {
 			t.Fatalf("Size() = %d, want %d", fr.Size(), len(fr.SSE()))
 		}
 	})
+}
+
+// validFamily reports whether ParseFamily accepts f.
+func validFamily(f string) bool {
+	_, err := bus.ParseFamily(f)
+	return err == nil
 }

@@ -278,8 +278,11 @@ func (m *model) subscribe(t *rapid.T) {
 		opts.Cursor = ptr(rapid.Uint64Range(low, m.lastID()).Draw(t, "cursor"))
 	}
 	opts.Epoch = rapid.SampledFrom([]string{"", testEpoch, "other"}).Draw(t, "epoch")
-	opts.Family = rapid.SampledFrom([]string{"", "", "", "a", "b"}).Draw(t, "family")
-	opts.Filter = drawFilter(t, opts.Family, "filter")
+	family := rapid.SampledFrom([]string{"", "", "", "a", "b"}).Draw(t, "family")
+	if family != "" {
+		opts.Family = bustest.Family(t, family)
+	}
+	opts.Filter = drawFilter(t, family, "filter")
 	if rapid.Bool().Draw(t, "ownMaxQueued") {
 		opts.MaxQueued = rapid.IntRange(grammar.MinMaxQueued, 20).Draw(t, "maxQueued")
 	}
@@ -299,7 +302,7 @@ func (m *model) subscribe(t *rapid.T) {
 		t.Fatalf("Subscribe(%+v) = %v", opts, err)
 	}
 	t.Cleanup(s.Close)
-	ms := &msub{s: s, family: opts.Family, filter: opts.Filter, maxQueued: opts.MaxQueued, maxBytes: m.limits.MaxQueuedBytes, inBus: true}
+	ms := &msub{s: s, family: family, filter: opts.Filter, maxQueued: opts.MaxQueued, maxBytes: m.limits.MaxQueuedBytes, inBus: true}
 	if ms.maxQueued == 0 {
 		ms.maxQueued = m.limits.MaxQueued
 	}
@@ -309,8 +312,8 @@ func (m *model) subscribe(t *rapid.T) {
 		"lastId": m.lastID(), "earliestId": nullable(m.earliest()), "epoch": testEpoch,
 		"types": opts.Filter.Types(), "maxQueued": ms.maxQueued, "cursor": nil,
 	}
-	if opts.Filter == nil && opts.Family != "" {
-		ready["types"] = []string{opts.Family + ":*"}
+	if opts.Filter == nil && family != "" {
+		ready["types"] = []string{family + ":*"}
 	}
 	switch {
 	case opts.Cursor != nil:
@@ -679,7 +682,11 @@ func read(b *bus.Bus, p readerPlan, start, gate <-chan struct{}, subscribed func
 	<-start
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s, err := b.Subscribe(ctx, bus.SubscribeOptions{Cursor: p.cursor, Family: p.family, Filter: p.filter, MaxQueued: p.maxQueued})
+	var fam bus.Family
+	if p.family != "" {
+		fam, _ = bus.ParseFamily(p.family) // drawn from valid names
+	}
+	s, err := b.Subscribe(ctx, bus.SubscribeOptions{Cursor: p.cursor, Family: fam, Filter: p.filter, MaxQueued: p.maxQueued})
 	subscribed()
 	if err != nil {
 		r.err = err

@@ -741,7 +741,7 @@ func TestSetFilter(t *testing.T) {
 func TestSetFilterOnFamilyStream(t *testing.T) {
 	t.Parallel()
 	b := newBus(t, bus.Options{})
-	s := idle(t, b, bus.SubscribeOptions{Family: "build"})
+	s := idle(t, b, bus.SubscribeOptions{Family: bustest.Family(t, "build")})
 	f := mustFilter(t, "build:x")
 	if err := s.SetFilter(f); err != nil {
 		t.Fatalf("SetFilter(build:x) = %v", err)
@@ -810,7 +810,7 @@ func TestBadInputDoesNotDisturbOthers(t *testing.T) {
 	b.Publish(ev("a:x", "{"))
 	b.Publish()
 	b.Subscribe(context.Background(), bus.SubscribeOptions{MaxQueued: 1})
-	b.Subscribe(context.Background(), bus.SubscribeOptions{Family: "stream"})
+	b.Subscribe(context.Background(), bus.SubscribeOptions{Family: bustest.Family(t, "stream")})
 	b.SetLimits(bus.Limits{RingSize: -1})
 	s.SetFilter(nil) // allowed: everything
 	publish(t, b, ev("a:x", ""), ev("b:x", ""))

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/ipc/wire/grammar"
 )
 
@@ -279,9 +280,8 @@ func TestSubscribeRejectsBadOptions(t *testing.T) {
 		{"maxQueued above 2048", bus.SubscribeOptions{MaxQueued: 2049}, "maxQueued"},
 		{"negative maxQueued", bus.SubscribeOptions{MaxQueued: -1}, "maxQueued"},
 		{"cursor 2^53", bus.SubscribeOptions{Cursor: ptr[uint64](grammar.MaxCursor + 1)}, "cursor"},
-		{"bad family", bus.SubscribeOptions{Family: "Build"}, "family"},
-		{"family stream", bus.SubscribeOptions{Family: "stream"}, "family"},
-		{"filter outside family", bus.SubscribeOptions{Family: "build", Filter: mustFilter(t, "build:x,test:y")}, "types"},
+		{"family stream", bus.SubscribeOptions{Family: bustest.Family(t, "stream")}, "family"},
+		{"filter outside family", bus.SubscribeOptions{Family: bustest.Family(t, "build"), Filter: mustFilter(t, "build:x,test:y")}, "types"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -337,7 +337,7 @@ func TestSubscribeWithFamily(t *testing.T) {
 	}{
 		{
 			name: "family build, replay and live",
-			opts: bus.SubscribeOptions{Family: "build", Cursor: ptr[uint64](0)},
+			opts: bus.SubscribeOptions{Family: bustest.Family(t, "build"), Cursor: ptr[uint64](0)},
 			want: []string{
 				`stream:ready {cursor:0,earliestId:1,epoch:"e0",lastId:4,maxQueued:256,types:["build:*"]}`,
 				"build:a#1", "build:b#4",
@@ -347,7 +347,7 @@ func TestSubscribeWithFamily(t *testing.T) {
 		},
 		{
 			name: "family build narrowed by a filter",
-			opts: bus.SubscribeOptions{Family: "build", Filter: mustFilter(t, "build:b,build:c"), Cursor: ptr[uint64](0)},
+			opts: bus.SubscribeOptions{Family: bustest.Family(t, "build"), Filter: mustFilter(t, "build:b,build:c"), Cursor: ptr[uint64](0)},
 			want: []string{
 				`stream:ready {cursor:0,earliestId:1,epoch:"e0",lastId:4,maxQueued:256,types:["build:b","build:c"]}`,
 				"build:b#4",
@@ -357,7 +357,7 @@ func TestSubscribeWithFamily(t *testing.T) {
 		},
 		{
 			name: "family localbus carries the daemon's events",
-			opts: bus.SubscribeOptions{Family: "localbus", Cursor: ptr[uint64](0)},
+			opts: bus.SubscribeOptions{Family: bustest.Family(t, "localbus"), Cursor: ptr[uint64](0)},
 			want: []string{
 				`stream:ready {cursor:0,earliestId:1,epoch:"e0",lastId:4,maxQueued:256,types:["localbus:*"]}`,
 				"localbus:session-opened#3",
@@ -366,7 +366,7 @@ func TestSubscribeWithFamily(t *testing.T) {
 		},
 		{
 			name: "gap announced on a family stream counts no foreign event",
-			opts: bus.SubscribeOptions{Family: "test", Cursor: ptr[uint64](9)},
+			opts: bus.SubscribeOptions{Family: bustest.Family(t, "test"), Cursor: ptr[uint64](9)},
 			want: []string{
 				`stream:ready {cursor:9,earliestId:1,epoch:"e0",lastId:4,maxQueued:256,types:["test:*"]}`,
 				`stream:gap {earliestAvailableId:1,lastDeliveredId:9,lastId:4,reason:"epoch_reset"}`,

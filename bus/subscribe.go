@@ -47,8 +47,8 @@ type SubscribeOptions struct {
 	// with a Cursor: a different epoch means a new id sequence.
 	Epoch string
 	// Family restricts the stream to one family for its whole life (a family
-	// stream), replay included; "" for none.
-	Family string
+	// stream), replay included; the zero Family for none.
+	Family Family
 	// Filter selects event types; nil means everything (in Family).
 	Filter *Filter
 	// MaxQueued is the live frame limit, in [16, 2048]; 0 means the bus's.
@@ -72,15 +72,12 @@ const PoolSubscribers = "subscribers"
 // options, ErrSubscriberLimit (a *share.Refusal that unwraps to it), or
 // ErrClosed.
 func (b *Bus) Subscribe(ctx context.Context, opts SubscribeOptions) (*Subscription, error) {
-	if opts.Family != "" {
-		if err := ValidateFamily(opts.Family); err != nil {
-			return nil, err
+	if fam := opts.Family.name; fam != "" {
+		if opts.Family.Reserved() && fam != FamilyLocalbus {
+			return nil, inputError("family", fam, "reserved")
 		}
-		if IsReservedFamily(opts.Family) && opts.Family != FamilyLocalbus {
-			return nil, inputError("family", opts.Family, "reserved")
-		}
-		if !opts.Filter.Within(opts.Family) {
-			return nil, inputError("types", "", "outside family "+opts.Family)
+		if !opts.Filter.Within(fam) {
+			return nil, inputError("types", "", "outside family "+fam)
 		}
 	}
 	if opts.MaxQueued != 0 && (opts.MaxQueued < grammar.MinMaxQueued || opts.MaxQueued > grammar.MaxMaxQueued) {
@@ -102,7 +99,7 @@ func (b *Bus) Subscribe(ctx context.Context, opts SubscribeOptions) (*Subscripti
 	s := &Subscription{
 		bus:       b,
 		acct:      acct,
-		family:    opts.Family,
+		family:    opts.Family.name,
 		maxQueued: opts.MaxQueued,
 		maxBytes:  b.limits.MaxQueuedBytes,
 		session:   b.session,

@@ -166,8 +166,9 @@ func (s *Subscription) SetFilter(f *Filter) error {
 	return nil
 }
 
-// Family returns the family a family stream is restricted to, or "".
-func (s *Subscription) Family() string { return s.family }
+// Family returns the family a family stream is restricted to, or the zero
+// Family.
+func (s *Subscription) Family() Family { return Family{s.family} }
 
 // MaxQueued is the subscription's live frame limit.
 func (s *Subscription) MaxQueued() int { return s.maxQueued }

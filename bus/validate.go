@@ -47,13 +47,28 @@ func IsInputError(err error) bool {
 	return errors.As(err, &ie)
 }
 
-// ValidateFamily checks a family name: [a-z][a-z0-9_-]{0,31}.
-func ValidateFamily(f string) error {
-	if !validFamily(f) {
-		return inputError("family", f, "want [a-z][a-z0-9_-]{0,31}")
+// A Family is a valid family name, [a-z][a-z0-9_-]{0,31}: only
+// ParseFamily builds one, so code that takes a Family checks nothing
+// again. The zero Family is no family.
+type Family struct{ name string }
+
+// ParseFamily parses a family name; a bad one is an *InputError of the
+// field "family".
+func ParseFamily(s string) (Family, error) {
+	if !validFamily(s) {
+		return Family{}, inputError("family", s, "want [a-z][a-z0-9_-]{0,31}")
 	}
-	return nil
+	return Family{s}, nil
 }
+
+// String returns the family's name, "" for the zero Family.
+func (f Family) String() string { return f.name }
+
+// IsZero reports whether f is the zero Family, no family.
+func (f Family) IsZero() bool { return f.name == "" }
+
+// Reserved reports whether only the daemon emits events of f.
+func (f Family) Reserved() bool { return IsReservedFamily(f.name) }
 
 func validFamily(f string) bool {
 	if len(f) < 1 || len(f) > 32 || f[0] < 'a' || f[0] > 'z' {

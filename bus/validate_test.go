@@ -76,7 +76,7 @@ func TestValidatePublishTypeNamesReservedFamily(t *testing.T) {
 	}
 }
 
-func TestValidateFamily(t *testing.T) {
+func TestParseFamily(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		in string
@@ -94,12 +94,15 @@ func TestValidateFamily(t *testing.T) {
 		{"a*", false},
 	}
 	for _, tt := range tests {
-		err := bus.ValidateFamily(tt.in)
+		f, err := bus.ParseFamily(tt.in)
 		if (err == nil) != tt.ok {
-			t.Errorf("ValidateFamily(%q) = %v, want ok %v", tt.in, err, tt.ok)
+			t.Errorf("ParseFamily(%q) = %v, want ok %v", tt.in, err, tt.ok)
 		}
 		if err != nil && !isInputError(err, "family") {
-			t.Errorf("ValidateFamily(%q) = %#v, want *InputError{Field: family}", tt.in, err)
+			t.Errorf("ParseFamily(%q) = %#v, want *InputError{Field: family}", tt.in, err)
+		}
+		if want := map[bool]string{true: tt.in}[tt.ok]; f.String() != want || f.IsZero() != !tt.ok {
+			t.Errorf("ParseFamily(%q) = %q (zero %v), want %q", tt.in, f, f.IsZero(), want)
 		}
 	}
 }

@@ -125,8 +125,8 @@ func applyControl(sub *bus.Subscription, data []byte) []byte {
 	// Names are checked first (SPEC §5): an out-of-family name on a family
 	// stream is an error even where the op would change nothing, such as
 	// subscribe on an unfiltered stream.
-	if fam := sub.Family(); fam != "" && !cf.Types.Within(fam) {
-		return errorReply("types: outside family " + fam)
+	if fam := sub.Family(); !fam.IsZero() && !cf.Types.Within(fam.String()) {
+		return errorReply("types: outside family " + fam.String())
 	}
 	cur := sub.Filter()
 	var next *bus.Filter

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 )
 
 // publishSeeds is the corpus of both publish-body targets, FuzzDecodePublish
@@ -146,7 +147,11 @@ func FuzzParseControl(f *testing.F) {
 		// filter as it was.
 		for _, family := range []string{"", "build"} {
 			start, _ := bus.NewFilter([]string{"build:a", "build:b"})
-			sub, err := b.Subscribe(nil, bus.SubscribeOptions{Family: family, Filter: start})
+			var fam bus.Family
+			if family != "" {
+				fam = bustest.Family(t, family)
+			}
+			sub, err := b.Subscribe(nil, bus.SubscribeOptions{Family: fam, Filter: start})
 			if err != nil {
 				t.Fatal(err)
 			}

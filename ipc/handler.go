@@ -458,11 +458,16 @@ func (h *Handler) wrap(rt route) http.Handler {
 			return
 		}
 		noteCaller(w, caller)
-		if err := rt.scope.check(caller, r); err != nil {
+		fam, err := rt.scope.check(caller, r)
+		if err != nil {
 			h.refuse(w, r, caller, err)
 			return
 		}
 		limitBodyTime(w, r, o)
+		if rt.serveFamily != nil {
+			rt.serveFamily(h, w, r, caller, fam)
+			return
+		}
 		rt.serve(h, w, r, caller)
 	})
 }

@@ -16,29 +16,32 @@ type route struct {
 	pattern string
 	scope   scope
 	serve   func(h *Handler, w http.ResponseWriter, r *http.Request, c Caller)
+	// serveFamily, instead of serve, takes the family of the path, which
+	// the scope check (scopeReadFamily) parsed.
+	serveFamily func(h *Handler, w http.ResponseWriter, r *http.Request, c Caller, fam bus.Family)
 }
 
 // routes is every route the daemon serves. Authorization happens in
 // Handler.wrap, by the scope column, before the route's function runs.
 var routes = []route{
-	{"GET", "/api/v1/events", scopeAdmin, (*Handler).serveGlobalSSE},
-	{"GET", "/api/v1/events/ws", scopeAdmin, (*Handler).serveGlobalWS},
-	{"GET", "/api/v1/families/{family}/events", scopeReadFamily, (*Handler).serveFamilySSE},
-	{"GET", "/api/v1/families/{family}/ws", scopeReadFamily, (*Handler).serveFamilyWS},
-	{"GET", "/api/v1/sessions/{id}/events", scopeRead, (*Handler).serveSessionSSE},
-	{"GET", "/api/v1/sessions/{id}/ws", scopeRead, (*Handler).serveSessionWS},
-	{"POST", "/api/v1/sessions/{id}/events", scopePublish, (*Handler).servePublish},
-	{"POST", "/api/v1/sessions", scopeAdmin, (*Handler).serveCreateSession},
-	{"POST", wire.PathTickets, scopeAny, (*Handler).serveTicket},
-	{"GET", "/api/v1/sessions", scopeRead, (*Handler).serveListSessions},
-	{"GET", "/api/v1/sessions/{id}", scopeRead, (*Handler).serveShowSession},
-	{"DELETE", "/api/v1/sessions/{id}", scopeAdmin, (*Handler).serveDeleteSession},
-	{"POST", "/api/v1/reload", scopeAdmin, (*Handler).serveReload},
-	{"GET", wire.PathUpstream, scopeRead, (*Handler).serveUpstream},
-	{"GET", "/api/v1/caps", scopeNone, (*Handler).serveCaps},
-	{"GET", "/healthz", scopeNone, (*Handler).serveHealthz},
-	{"GET", "/readyz", scopeNone, (*Handler).serveReadyz},
-	{"GET", "/metrics", scopeAdmin, (*Handler).serveMetrics},
+	{"GET", "/api/v1/events", scopeAdmin, (*Handler).serveGlobalSSE, nil},
+	{"GET", "/api/v1/events/ws", scopeAdmin, (*Handler).serveGlobalWS, nil},
+	{method: "GET", pattern: "/api/v1/families/{family}/events", scope: scopeReadFamily, serveFamily: (*Handler).serveFamilySSE},
+	{method: "GET", pattern: "/api/v1/families/{family}/ws", scope: scopeReadFamily, serveFamily: (*Handler).serveFamilyWS},
+	{"GET", "/api/v1/sessions/{id}/events", scopeRead, (*Handler).serveSessionSSE, nil},
+	{"GET", "/api/v1/sessions/{id}/ws", scopeRead, (*Handler).serveSessionWS, nil},
+	{"POST", "/api/v1/sessions/{id}/events", scopePublish, (*Handler).servePublish, nil},
+	{"POST", "/api/v1/sessions", scopeAdmin, (*Handler).serveCreateSession, nil},
+	{"POST", wire.PathTickets, scopeAny, (*Handler).serveTicket, nil},
+	{"GET", "/api/v1/sessions", scopeRead, (*Handler).serveListSessions, nil},
+	{"GET", "/api/v1/sessions/{id}", scopeRead, (*Handler).serveShowSession, nil},
+	{"DELETE", "/api/v1/sessions/{id}", scopeAdmin, (*Handler).serveDeleteSession, nil},
+	{"POST", "/api/v1/reload", scopeAdmin, (*Handler).serveReload, nil},
+	{"GET", wire.PathUpstream, scopeRead, (*Handler).serveUpstream, nil},
+	{"GET", "/api/v1/caps", scopeNone, (*Handler).serveCaps, nil},
+	{"GET", "/healthz", scopeNone, (*Handler).serveHealthz, nil},
+	{"GET", "/readyz", scopeNone, (*Handler).serveReadyz, nil},
+	{"GET", "/metrics", scopeAdmin, (*Handler).serveMetrics, nil},
 }
 
 // isWebSocketRoute reports whether path is that of a WebSocket route (a
@@ -66,13 +69,14 @@ const (
 )
 
 // check refuses a caller that lacks the route's scope: 401 without an
-// identity, 403 with one.
-func (s scope) check(c Caller, r *http.Request) error {
+// identity, 403 with one. For scopeReadFamily it parses the path's family,
+// once for the request (400 when it is not one), and returns it.
+func (s scope) check(c Caller, r *http.Request) (fam bus.Family, err error) {
 	if s == scopeNone {
-		return nil
+		return fam, nil
 	}
 	if !c.Authenticated {
-		return errorf(http.StatusUnauthorized, wire.CodeUnauthorized, "credentials required: send Authorization: Bearer <key>")
+		return fam, errorf(http.StatusUnauthorized, wire.CodeUnauthorized, "credentials required: send Authorization: Bearer <key>")
 	}
 	ok := false
 	switch s {
@@ -81,9 +85,8 @@ func (s scope) check(c Caller, r *http.Request) error {
 	case scopeRead:
 		ok = c.Scopes.CanRead("")
 	case scopeReadFamily:
-		fam := r.PathValue("family")
-		if err := bus.ValidateFamily(fam); err != nil {
-			return err
+		if fam, err = bus.ParseFamily(r.PathValue("family")); err != nil {
+			return fam, err
 		}
 		ok = c.Scopes.CanReadFamily(fam)
 	case scopePublish:
@@ -92,9 +95,9 @@ func (s scope) check(c Caller, r *http.Request) error {
 		ok = true
 	}
 	if !ok {
-		return errorf(http.StatusForbidden, wire.CodeForbidden, "this caller may not %s", s.verb())
+		return fam, errorf(http.StatusForbidden, wire.CodeForbidden, "this caller may not %s", s.verb())
 	}
-	return nil
+	return fam, nil
 }
 
 func (s scope) verb() string {

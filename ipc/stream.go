@@ -28,8 +28,9 @@ type streamTarget struct {
 
 // parseStreamParams validates a stream request's resume and filter inputs
 // (SPEC §2.3) before anything is looked up, so bad input is a 400 whatever
-// the session. family is the family of a family route, "" otherwise.
-func (h *Handler) parseStreamParams(r *http.Request, c Caller, family string) (bus.SubscribeOptions, error) {
+// the session. family is the family of a family route, the zero Family
+// otherwise.
+func (h *Handler) parseStreamParams(r *http.Request, c Caller, family bus.Family) (bus.SubscribeOptions, error) {
 	var opts bus.SubscribeOptions
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
@@ -45,9 +46,7 @@ func (h *Handler) parseStreamParams(r *http.Request, c Caller, family string) (b
 		}
 		return vs[0], true, nil
 	}
-	if family != "" {
-		opts.Family = family
-	}
+	opts.Family = family
 	if s, ok, err := one(wire.ParamSince); err != nil {
 		return opts, err
 	} else if ok {
@@ -85,7 +84,7 @@ func (h *Handler) parseStreamParams(r *http.Request, c Caller, family string) (b
 		if err != nil {
 			return opts, err
 		}
-		if family != "" && !f.Within(family) {
+		if !family.IsZero() && !f.Within(family.String()) {
 			return opts, errorf(http.StatusBadRequest, wire.CodeInvalidTypes, "types: every type must be in family %s on this route", family)
 		}
 		opts.Filter = f
@@ -138,34 +137,37 @@ func (k streamKind) transport() string {
 }
 
 func (h *Handler) serveSessionSSE(w http.ResponseWriter, r *http.Request, c Caller) {
-	h.serveStream(w, r, c, kindSSE, r.PathValue("id"), "")
+	h.serveStream(w, r, c, kindSSE, r.PathValue("id"), bus.Family{})
 }
 
 func (h *Handler) serveSessionWS(w http.ResponseWriter, r *http.Request, c Caller) {
-	h.serveStream(w, r, c, kindWS, r.PathValue("id"), "")
+	h.serveStream(w, r, c, kindWS, r.PathValue("id"), bus.Family{})
 }
 
 func (h *Handler) serveGlobalSSE(w http.ResponseWriter, r *http.Request, c Caller) {
-	h.serveStream(w, r, c, kindSSE, "", "")
+	h.serveStream(w, r, c, kindSSE, "", bus.Family{})
 }
 
 func (h *Handler) serveGlobalWS(w http.ResponseWriter, r *http.Request, c Caller) {
-	h.serveStream(w, r, c, kindWS, "", "")
+	h.serveStream(w, r, c, kindWS, "", bus.Family{})
 }
 
-func (h *Handler) serveFamilySSE(w http.ResponseWriter, r *http.Request, c Caller) {
-	h.serveStream(w, r, c, kindSSE, "", r.PathValue("family"))
+// The family routes get their family parsed once, by their scope's check
+// (scopeReadFamily), which needs it first.
+
+func (h *Handler) serveFamilySSE(w http.ResponseWriter, r *http.Request, c Caller, fam bus.Family) {
+	h.serveStream(w, r, c, kindSSE, "", fam)
 }
 
-func (h *Handler) serveFamilyWS(w http.ResponseWriter, r *http.Request, c Caller) {
-	h.serveStream(w, r, c, kindWS, "", r.PathValue("family"))
+func (h *Handler) serveFamilyWS(w http.ResponseWriter, r *http.Request, c Caller, fam bus.Family) {
+	h.serveStream(w, r, c, kindWS, "", fam)
 }
 
 // serveStream validates, looks up, subscribes and hands over to the
 // transport. The subscription exists before the response begins, so an event
 // published once the client sees the stream open is delivered.
-func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, kind streamKind, session, family string) {
-	if family != "" && bus.IsReservedFamily(family) && family != bus.FamilyLocalbus {
+func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, kind streamKind, session string, family bus.Family) {
+	if family.Reserved() && family.String() != bus.FamilyLocalbus {
 		writeError(w, errorf(http.StatusBadRequest, wire.CodeInvalidFamily, "family %s is reserved for stream frames", family))
 		return
 	}
@@ -207,7 +209,7 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 	}
 	h.streams.Add(1)
 	var sub *bus.Subscription
-	sl := newStreamLog(h, r, c, kind, session, family)
+	sl := newStreamLog(h, r, c, kind, session, family.String())
 	// The stream's unit of every bus's streams, on its peer's account.
 	open := h.open.Account(c.Share)
 	err = open.Acquire(1)

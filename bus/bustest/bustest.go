@@ -156,3 +156,13 @@ func PublishCopies(g *bus.Bus, batches ...bus.Copies) (first, last uint64, err e
 	}
 	return st.First, st.Last, g.Finish(st)
 }
+
+// Family parses a family name for a test, failing it if s is not one.
+func Family(tb TB, s string) bus.Family {
+	tb.Helper()
+	f, err := bus.ParseFamily(s)
+	if err != nil {
+		tb.Fatalf("bustest: %v", err)
+	}
+	return f
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -157,7 +158,7 @@ func TestGroupCommitSharesSyncsWithinOneSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	gsub, err := h.Global().Subscribe(t.Context(), bus.SubscribeOptions{MaxQueued: 2048, Family: "test"})
+	gsub, err := h.Global().Subscribe(t.Context(), bus.SubscribeOptions{MaxQueued: 2048, Family: bustest.Family(t, "test")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -170,11 +170,15 @@ func (s Scopes) CanRead(family string) bool {
 	return family != "" && contains(s.readFams, family)
 }
 
-// CanReadFamily reports whether s may read the family stream of family: it
-// is [Scopes.CanRead] for a non-empty family, and false for "" (so an empty
-// path segment never turns into the broader session check).
-func (s Scopes) CanReadFamily(family string) bool {
-	return family != "" && s.CanRead(family)
+// CanReadFamily reports whether s may read the family stream of family: true
+// for admin, read and read:{family}, and false for the zero Family (so an
+// empty path segment never turns into the broader session check). The
+// family was parsed where it entered, so nothing is validated again.
+func (s Scopes) CanReadFamily(family bus.Family) bool {
+	if family.IsZero() {
+		return false
+	}
+	return s.admin || s.read || contains(s.readFams, family.String())
 }
 
 // CanPublish reports whether s may publish events of family. With family ""
@@ -315,7 +319,7 @@ func contains(sorted []string, v string) bool {
 }
 
 // validFamily reports whether f matches [a-z][a-z0-9_-]{0,31}.
-func validFamily(f string) bool { return bus.ValidateFamily(f) == nil }
+func validFamily(f string) bool { _, err := bus.ParseFamily(f); return err == nil }
 
 func reservedFamily(f string) bool { return bus.IsReservedFamily(f) }
 

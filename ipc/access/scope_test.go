@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/localbus/localbus/bus"
 )
 
 func TestParseScope(t *testing.T) {
@@ -105,8 +107,8 @@ func TestScopesChecks(t *testing.T) {
 			readAny:   s.CanRead(""),
 			readBuild: s.CanRead("build"),
 			readCI:    s.CanRead("ci"),
-			famBuild:  s.CanReadFamily("build"),
-			famEmpty:  s.CanReadFamily(""),
+			famBuild:  s.CanReadFamily(mustFamily(t, "build")),
+			famEmpty:  s.CanReadFamily(bus.Family{}),
 			pubAny:    s.CanPublish(""),
 			pubBuild:  s.CanPublish("build"),
 			pubCI:     s.CanPublish("ci"),
@@ -118,12 +120,24 @@ func TestScopesChecks(t *testing.T) {
 	}
 }
 
+func mustFamily(t *testing.T, s string) bus.Family {
+	t.Helper()
+	f, err := bus.ParseFamily(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 func TestScopesInvalidFamilyFailsClosed(t *testing.T) {
 	t.Parallel()
 	s := NewScopes(Admin, Read, Publish)
 	for _, fam := range []string{"Build", "0x", "a b", "a:b", strings.Repeat("a", 33), "*"} {
-		if s.CanRead(fam) || s.CanReadFamily(fam) || s.CanPublish(fam) {
+		if s.CanRead(fam) || s.CanPublish(fam) {
 			t.Errorf("scopes %v allow invalid family %q", s, fam)
+		}
+		if _, err := bus.ParseFamily(fam); err == nil {
+			t.Errorf("ParseFamily(%q) accepted it, so CanReadFamily could be asked", fam)
 		}
 	}
 }
