@@ -244,6 +244,10 @@ type Setting struct {
 	// running daemon. A new value of any other setting is kept aside until
 	// a restart, and the reload names it in its log.
 	Reloadable bool
+	// DefaultRule states the default of a setting whose default depends on
+	// who runs the daemon and where ("" for a fixed default); the commented
+	// configuration file (DefaultsFile) writes it instead of a value.
+	DefaultRule string
 
 	// field returns a pointer to the setting's field in c.
 	field func(c *Config) any
@@ -318,16 +322,16 @@ func Settings() []Setting { return slices.Clone(settings) }
 // read by its serving goroutines without a lock, so changing them while it
 // runs would be a data race.
 var settings = []Setting{
-	{Key: "socket", Path: true, Env: "LOCALBUS_SOCKET", Usage: "Unix socket path (ignored under socket activation)", field: func(c *Config) any { return &c.Socket }},
+	{Key: "socket", Path: true, Env: "LOCALBUS_SOCKET", DefaultRule: "/run/localbus/localbus.sock for root, else $XDG_RUNTIME_DIR/localbus/localbus.sock; $LOCALBUS_SOCKET when set", Usage: "Unix socket path (ignored under socket activation)", field: func(c *Config) any { return &c.Socket }},
 	{Key: "socket_mode", Usage: "permission of the socket file, octal", field: func(c *Config) any { return &c.SocketMode }},
-	{Key: "socket_group", Usage: "group of the socket file (default: the daemon's group)", field: func(c *Config) any { return &c.SocketGroup }},
+	{Key: "socket_group", DefaultRule: "the daemon's own group", Usage: "group of the socket file (default: the daemon's group)", field: func(c *Config) any { return &c.SocketGroup }},
 	{Key: "unix_auth", Reloadable: true, Usage: `socket authorization: "peer" (credentials) or "key"`, field: func(c *Config) any { return &c.UnixAuth }},
 	{Key: "unix_peer_scopes", Reloadable: true, Usage: "scopes of socket peers other than root and the daemon's user", field: func(c *Config) any { return &c.UnixPeerScopes }},
 	{Key: "listen_tcp", Usage: `TCP address to serve on, e.g. "127.0.0.1:8001" (default: off)`, field: func(c *Config) any { return &c.ListenTCP }},
 	{Key: "allow_remote", Reloadable: true, Usage: "allow a non-loopback listen_tcp address", field: func(c *Config) any { return &c.AllowRemote }},
 	{Key: "allowed_origins", Reloadable: true, Usage: "browser origins accepted on TCP", field: func(c *Config) any { return &c.AllowedOrigins }},
 	{Key: "allowed_hosts", Reloadable: true, Usage: "Host header values accepted on TCP besides loopback", field: func(c *Config) any { return &c.AllowedHosts }},
-	{Key: "keys_file", Path: true, Reloadable: true, Usage: "file of hashed keys", field: func(c *Config) any { return &c.KeysFile }},
+	{Key: "keys_file", Path: true, DefaultRule: "keys.json in the directory of this file", Reloadable: true, Usage: "file of hashed keys", field: func(c *Config) any { return &c.KeysFile }},
 	{Key: "ring_size", Reloadable: true, Usage: "events each bus keeps for replay", field: func(c *Config) any { return &c.RingSize }},
 	{Key: "ring_max_bytes", Reloadable: true, Usage: "bytes of events each bus keeps for replay", field: func(c *Config) any { return &c.RingMaxBytes }},
 	{Key: "max_ring_bytes_total", Reloadable: true, Usage: "bytes of events the rings of every bus keep together", field: func(c *Config) any { return &c.MaxRingBytesTotal }},
@@ -351,7 +355,7 @@ var settings = []Setting{
 	{Key: "idle_timeout", Usage: "idle time of a keep-alive HTTP connection", field: func(c *Config) any { return &c.IdleTimeout }},
 	{Key: "log_level", Reloadable: true, Usage: "debug, info, warn or error", field: func(c *Config) any { return &c.LogLevel }},
 	{Key: "log_format", Usage: `log lines: "text" or "json"`, field: func(c *Config) any { return &c.LogFormat }},
-	{Key: "state_dir", Path: true, Usage: "directory of the journal", field: func(c *Config) any { return &c.StateDir }},
+	{Key: "state_dir", Path: true, DefaultRule: "$STATE_DIRECTORY (set by systemd's StateDirectory=), else /var/lib/localbus for root, else $XDG_STATE_HOME/localbus (~/.local/state/localbus)", Usage: "directory of the journal", field: func(c *Config) any { return &c.StateDir }},
 	{Key: "durability", Usage: `"disk" (journal) or "memory"`, field: func(c *Config) any { return &c.Durability }},
 	{Key: "fsync", Usage: `journal sync: "always", "interval" or "never"`, field: func(c *Config) any { return &c.Fsync }},
 	{Key: "fsync_interval", Usage: `sync period when fsync is "interval"`, field: func(c *Config) any { return &c.FsyncInterval }},
