@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -69,18 +70,18 @@ func (h *Handler) publishOnce(w http.ResponseWriter, r *http.Request, c Caller, 
 	d.Write(body)
 	var digest [32]byte
 	d.Sum(digest[:0])
-	reply, replayed, err := h.options().Hub.OnceAs(c.Share, p.id, key, digest, func() (hub.Reply, bool) {
+	result, replayed, err := h.options().Hub.OnceAs(c.Share, p.id, key, digest, func() (hub.Result, bool) {
 		rec := &recorder{ResponseWriter: w}
 		if p.streaming {
 			sr := h.publishStream(rec, r, bytes.NewReader(body), c, p.id, p.originator, p.ack == wire.AckLine)
 			if rec.over && sr.Count > 0 {
 				b, _ := json.Marshal(&sr)
-				return hub.Reply{Status: http.StatusOK, ContentType: wire.ContentTypeJSON, Body: append(b, '\n')}, true
+				return publishResult{Status: http.StatusOK, ContentType: wire.ContentTypeJSON, Body: append(b, '\n')}.encode(), true
 			}
-			return rec.reply(), sr.Count > 0
+			return rec.result().encode(), sr.Count > 0
 		}
 		published := h.publishBody(rec, r, c, p.id, p.originator, p.ndjson, body)
-		return rec.reply(), published
+		return rec.result().encode(), published
 	})
 	if err != nil {
 		writeError(w, err)
@@ -88,6 +89,11 @@ func (h *Handler) publishOnce(w http.ResponseWriter, r *http.Request, c Caller, 
 	}
 	if !replayed {
 		return // answered as it was published
+	}
+	reply, err := decodeResult(result)
+	if err != nil {
+		writeError(w, err)
+		return
 	}
 	if reply.ContentType != "" {
 		w.Header().Set("Content-Type", reply.ContentType)
@@ -132,6 +138,33 @@ func (rc *recorder) Flush() { http.NewResponseController(rc.ResponseWriter).Flus
 // Unwrap lets http.ResponseController reach the connection's deadlines.
 func (rc *recorder) Unwrap() http.ResponseWriter { return rc.ResponseWriter }
 
-func (rc *recorder) reply() hub.Reply {
-	return hub.Reply{Status: rc.status, ContentType: rc.Header().Get("Content-Type"), Body: bytes.Clone(rc.buf.Bytes())}
+func (rc *recorder) result() publishResult {
+	return publishResult{Status: rc.status, ContentType: rc.Header().Get("Content-Type"), Body: bytes.Clone(rc.buf.Bytes())}
+}
+
+// A publishResult is the answer to a publish with a key, as the router
+// sent it and renders it again for a request that repeats the key. The
+// hub keeps it as a hub.Result, its JSON encoding, which is also the form
+// the journal has always stored ("status", "contentType", "body"), so keys
+// stored before still replay.
+type publishResult struct {
+	Status      int    `json:"status"`
+	ContentType string `json:"contentType,omitempty"`
+	Body        []byte `json:"body"`
+}
+
+// encode returns r as the hub keeps it.
+func (r publishResult) encode() hub.Result {
+	b, _ := json.Marshal(r) // a struct of an int, a string and bytes
+	return b
+}
+
+// decodeResult reads a result the hub kept: one encode made, now or before
+// a restart.
+func decodeResult(b hub.Result) (publishResult, error) {
+	var r publishResult
+	if err := json.Unmarshal(b, &r); err != nil || r.Status == 0 {
+		return r, fmt.Errorf("ipc: a remembered publish result does not read: %q", b)
+	}
+	return r, nil
 }

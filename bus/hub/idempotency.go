@@ -33,13 +33,11 @@ const maxKeys = 1 << 16
 // with a different request; the router answers 409.
 var ErrKeyReused = errors.New("hub: idempotency key already used with a different request")
 
-// A Reply is a publish's answer as the router sent it: what Once hands back
-// to a request that repeats a key.
-type Reply struct {
-	Status      int    `json:"status"`
-	ContentType string `json:"contentType,omitempty"`
-	Body        []byte `json:"body"`
-}
+// A Result is what a publish achieved, as the caller of Once encoded it:
+// one JSON value, which the hub keeps for the idempotency window, stores
+// with a KeyJournal and hands back unchanged to a request that repeats the
+// key. The hub never reads it; the router encodes and renders it.
+type Result = json.RawMessage
 
 // A KeyJournal keeps the replies of idempotent publishes on stable storage:
 // an optional capability of a Journal (*journal.Journal implements it).
@@ -53,11 +51,12 @@ type KeyJournal interface {
 	Keys(fn func(session, key string, rec []byte)) error
 }
 
-// keyRecord is a remembered reply, as a KeyJournal stores it.
+// keyRecord is a remembered result, as a KeyJournal stores it (under
+// "reply", the name it has always had on disk).
 type keyRecord struct {
 	At     int64    `json:"at"` // Unix nanoseconds of the first reply
 	Digest [32]byte `json:"digest"`
-	Reply  Reply    `json:"reply"`
+	Reply  Result   `json:"reply"`
 	// Peer is whose publish it was (share.Peer's text); absent in a key
 	// stored before peers were, which counts as share.Unknown's.
 	Peer string `json:"peer,omitempty"`
@@ -69,7 +68,7 @@ type keyEntry struct {
 	session, key string
 	digest       [32]byte
 	at           time.Time
-	reply        Reply
+	reply        Result
 	kept         bool
 	acct         *share.Account // the key's unit of keyTable.pool, once kept
 	done         chan struct{}  // closed once the first request has its reply
@@ -166,20 +165,21 @@ func (h *Hub) keyJournal() KeyJournal {
 
 // Once is OnceAs for the daemon itself (share.Privileged): for in-process
 // publishers, never for a request's.
-func (h *Hub) Once(session, key string, digest [32]byte, publish func() (r Reply, published bool)) (r Reply, replayed bool, err error) {
+func (h *Hub) Once(session, key string, digest [32]byte, publish func() (r Result, published bool)) (r Result, replayed bool, err error) {
 	return h.OnceAs(share.Privileged, session, key, digest, publish)
 }
 
 // OnceAs runs publish for the first request with key on session, and
-// remembers its reply for the idempotency window when publish reports it
+// remembers its result for the idempotency window when publish reports it
 // published something, on peer's share of the remembered keys (past it,
 // peer's oldest key is forgotten): a later request with the same key and digest (of
-// its body and kind) gets that reply with replayed true and publishes
+// its body and kind) gets that result with replayed true and publishes
 // nothing; one with another digest gets ErrKeyReused. A request that
-// arrives while the first is still being published waits for it. A reply
-// of a publish that published nothing is not remembered: the client may
-// try again. With a KeyJournal the reply is durable before Once returns it.
-func (h *Hub) OnceAs(peer share.Peer, session, key string, digest [32]byte, publish func() (r Reply, published bool)) (r Reply, replayed bool, err error) {
+// arrives while the first is still being published waits for it. The
+// result of a publish that published nothing is not remembered: the client
+// may try again. With a KeyJournal the result is durable before Once
+// returns it.
+func (h *Hub) OnceAs(peer share.Peer, session, key string, digest [32]byte, publish func() (r Result, published bool)) (r Result, replayed bool, err error) {
 	k := tableKey(session, key)
 	t := &h.keys
 	acct := t.pool.Account(peer)
@@ -192,7 +192,7 @@ func (h *Hub) OnceAs(peer share.Peer, session, key string, digest [32]byte, publ
 		}
 		if e.digest != digest {
 			t.mu.Unlock()
-			return Reply{}, false, ErrKeyReused
+			return nil, false, ErrKeyReused
 		}
 		t.mu.Unlock()
 		<-e.done

@@ -1,6 +1,7 @@
 package hub_test
 
 import (
+	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -19,11 +20,11 @@ func TestOnceForgetsAKeyAfterTheWindow(t *testing.T) {
 		}
 		defer h.Close()
 		runs := 0
-		publish := func() (hub.Reply, bool) {
+		publish := func() (hub.Result, bool) {
 			runs++
-			return hub.Reply{Status: 200, Body: []byte{byte(runs)}}, true
+			return hub.Result(strconv.Itoa(runs)), true
 		}
-		once := func() (hub.Reply, bool) {
+		once := func() (hub.Result, bool) {
 			t.Helper()
 			r, replayed, err := h.OnceAs(share.Unknown, "s", "k", [32]byte{}, publish)
 			if err != nil {
@@ -33,8 +34,8 @@ func TestOnceForgetsAKeyAfterTheWindow(t *testing.T) {
 		}
 		once()
 		time.Sleep(time.Minute - time.Second)
-		if r, replayed := once(); !replayed || r.Body[0] != 1 || runs != 1 {
-			t.Fatalf("within the window: replayed %v, reply %v, %d runs; want the first reply", replayed, r.Body, runs)
+		if r, replayed := once(); !replayed || string(r) != "1" || runs != 1 {
+			t.Fatalf("within the window: replayed %v, result %s, %d runs; want the first result", replayed, r, runs)
 		}
 		time.Sleep(time.Second)
 		if _, replayed := once(); replayed || runs != 2 {

@@ -150,7 +150,7 @@ func TestIdempotencyKeysPastAPeersShareForgetItsOldest(t *testing.T) {
 	h := newHub(t, hub.Options{PeerShare: 0.25})
 	const share4 = 1 << 14 // a quarter of the 65536 keys
 	runs := 0
-	publish := func() (hub.Reply, bool) { runs++; return hub.Reply{Status: 200}, true }
+	publish := func() (hub.Result, bool) { runs++; return hub.Result(`{}`), true }
 	once := func(p share.Peer, key string) bool {
 		t.Helper()
 		_, replayed, err := h.OnceAs(p, "s", key, [32]byte{}, publish)
@@ -249,7 +249,7 @@ func TestSharesHoldAfterARestart(t *testing.T) {
 	if n, _ := publishNew(t, h, hog, "hog"); n != 2 {
 		t.Fatalf("created %d, want 2", n)
 	}
-	publish := func() (hub.Reply, bool) { return hub.Reply{Status: 200}, true }
+	publish := func() (hub.Result, bool) { return hub.Result(`{}`), true }
 	for i := range 1 << 14 { // the hog's share of the keys
 		if _, _, err := h.OnceAs(hog, "hog-0", fmt.Sprint(i), [32]byte{}, publish); err != nil {
 			t.Fatal(err)
