@@ -9,16 +9,14 @@ import (
 	"github.com/localbus/localbus/ipc/wire"
 )
 
-// corsRoute reports whether p is a route the daemon answers CORS on: the
-// ticket route and the GET stream routes.
+// corsRoute reports whether p is a route the daemon answers CORS on (the
+// cors column of the route table), and the methods a preflight may ask.
 func corsRoute(p string) (methods string, ok bool) {
-	if p == wire.PathTickets {
-		return "POST, OPTIONS", true
+	rt, ok := findRoute(p, func(rt route) bool { return rt.cors })
+	if !ok {
+		return "", false
 	}
-	if _, ok := streamRoute(p); ok {
-		return "GET, OPTIONS", true
-	}
-	return "", false
+	return rt.method + ", OPTIONS", true
 }
 
 // corsAllowHeaders are the request headers a page may send on the CORS

@@ -402,6 +402,22 @@ func matchPattern(pattern, path string) bool {
 	}
 }
 
+// patternValue returns the segment of path that stands for the wildcard
+// {name} of pattern, which path matches.
+func patternValue(pattern, path, name string) (string, bool) {
+	for {
+		var ps, xs string
+		ps, pattern = nextSegment(pattern)
+		xs, path = nextSegment(path)
+		if ps == "" || xs == "" {
+			return "", false
+		}
+		if ps == "{"+name+"}" {
+			return xs, true
+		}
+	}
+}
+
 // nextSegment returns p's first non-empty segment and what follows it:
 // splitPath one segment at a time, allocating nothing.
 func nextSegment(p string) (seg, rest string) {

@@ -14,46 +14,71 @@ import (
 type route struct {
 	method  string
 	pattern string
-	scope   scope
-	serve   func(h *Handler, w http.ResponseWriter, r *http.Request, c Caller)
+	kind    routeKind
+	// cors marks the routes answered with CORS headers for the origins in
+	// AllowedOrigins (SPEC §7; see cors.go): the ticket route and the GET
+	// streams.
+	cors  bool
+	scope scope
+	serve func(h *Handler, w http.ResponseWriter, r *http.Request, c Caller)
 	// serveFamily, instead of serve, takes the family of the path, which
 	// the scope check (scopeReadFamily) parsed.
 	serveFamily func(h *Handler, w http.ResponseWriter, r *http.Request, c Caller, fam bus.Family)
 }
 
+// routeKind is what a route answers with.
+type routeKind int
+
+const (
+	routeREST routeKind = iota // one reply
+	routeSSE                   // a Server-Sent Events stream
+	routeWS                    // a WebSocket stream
+)
+
 // routes is every route the daemon serves. Authorization happens in
 // Handler.wrap, by the scope column, before the route's function runs.
 var routes = []route{
-	{"GET", "/api/v1/events", scopeAdmin, (*Handler).serveGlobalSSE, nil},
-	{"GET", "/api/v1/events/ws", scopeAdmin, (*Handler).serveGlobalWS, nil},
-	{method: "GET", pattern: "/api/v1/families/{family}/events", scope: scopeReadFamily, serveFamily: (*Handler).serveFamilySSE},
-	{method: "GET", pattern: "/api/v1/families/{family}/ws", scope: scopeReadFamily, serveFamily: (*Handler).serveFamilyWS},
-	{"GET", "/api/v1/sessions/{id}/events", scopeRead, (*Handler).serveSessionSSE, nil},
-	{"GET", "/api/v1/sessions/{id}/ws", scopeRead, (*Handler).serveSessionWS, nil},
-	{"POST", "/api/v1/sessions/{id}/events", scopePublish, (*Handler).servePublish, nil},
-	{"POST", "/api/v1/sessions", scopeAdmin, (*Handler).serveCreateSession, nil},
-	{"POST", wire.PathTickets, scopeAny, (*Handler).serveTicket, nil},
-	{"GET", "/api/v1/sessions", scopeRead, (*Handler).serveListSessions, nil},
-	{"GET", "/api/v1/sessions/{id}", scopeRead, (*Handler).serveShowSession, nil},
-	{"DELETE", "/api/v1/sessions/{id}", scopeAdmin, (*Handler).serveDeleteSession, nil},
-	{"POST", "/api/v1/reload", scopeAdmin, (*Handler).serveReload, nil},
-	{"GET", wire.PathUpstream, scopeRead, (*Handler).serveUpstream, nil},
-	{"GET", "/api/v1/caps", scopeNone, (*Handler).serveCaps, nil},
-	{"GET", "/healthz", scopeNone, (*Handler).serveHealthz, nil},
-	{"GET", "/readyz", scopeNone, (*Handler).serveReadyz, nil},
-	{"GET", "/metrics", scopeAdmin, (*Handler).serveMetrics, nil},
+	{"GET", wire.PathEvents, routeSSE, true, scopeAdmin, (*Handler).serveGlobalSSE, nil},
+	{"GET", wire.PathEventsWS, routeWS, true, scopeAdmin, (*Handler).serveGlobalWS, nil},
+	{"GET", wire.PatternFamilyEvents, routeSSE, true, scopeReadFamily, nil, (*Handler).serveFamilySSE},
+	{"GET", wire.PatternFamilyWS, routeWS, true, scopeReadFamily, nil, (*Handler).serveFamilyWS},
+	{"GET", wire.PatternSessionEvents, routeSSE, true, scopeRead, (*Handler).serveSessionSSE, nil},
+	{"GET", wire.PatternSessionWS, routeWS, true, scopeRead, (*Handler).serveSessionWS, nil},
+	{"POST", wire.PatternSessionEvents, routeREST, false, scopePublish, (*Handler).servePublish, nil},
+	{"POST", wire.PathSessions, routeREST, false, scopeAdmin, (*Handler).serveCreateSession, nil},
+	{"POST", wire.PathTickets, routeREST, true, scopeAny, (*Handler).serveTicket, nil},
+	{"GET", wire.PathSessions, routeREST, false, scopeRead, (*Handler).serveListSessions, nil},
+	{"GET", wire.PatternSession, routeREST, false, scopeRead, (*Handler).serveShowSession, nil},
+	{"DELETE", wire.PatternSession, routeREST, false, scopeAdmin, (*Handler).serveDeleteSession, nil},
+	{"POST", wire.PathReload, routeREST, false, scopeAdmin, (*Handler).serveReload, nil},
+	{"GET", wire.PathUpstream, routeREST, false, scopeRead, (*Handler).serveUpstream, nil},
+	{"GET", wire.PathCaps, routeREST, false, scopeNone, (*Handler).serveCaps, nil},
+	{"GET", wire.PathHealthz, routeREST, false, scopeNone, (*Handler).serveHealthz, nil},
+	{"GET", wire.PathReadyz, routeREST, false, scopeNone, (*Handler).serveReadyz, nil},
+	{"GET", wire.PathMetrics, routeREST, false, scopeAdmin, (*Handler).serveMetrics, nil},
 }
 
-// isWebSocketRoute reports whether path is that of a WebSocket route (a
-// GET pattern ending in /ws): the only requests whose subprotocol may carry
-// a key.
-func isWebSocketRoute(path string) bool {
-	for _, rt := range routes {
-		if rt.method == http.MethodGet && strings.HasSuffix(rt.pattern, "/ws") && matchPattern(rt.pattern, path) {
-			return true
+// table is routes, set by init: the ticket route's function looks routes
+// up, so reading routes itself would be an initialization cycle.
+var table []route
+
+func init() { table = routes }
+
+// findRoute returns the first route that path matches and keep accepts.
+func findRoute(path string, keep func(route) bool) (route, bool) {
+	for _, rt := range table {
+		if keep(rt) && matchPattern(rt.pattern, path) {
+			return rt, true
 		}
 	}
-	return false
+	return route{}, false
+}
+
+// isWebSocketRoute reports whether path is that of a WebSocket route: the
+// only requests whose subprotocol may carry a key.
+func isWebSocketRoute(path string) bool {
+	_, ok := findRoute(path, func(rt route) bool { return rt.kind == routeWS })
+	return ok
 }
 
 // scope is what a route requires of its caller.

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"path"
-	"slices"
 	"strings"
 
 	"github.com/localbus/localbus/bus"
@@ -23,34 +22,14 @@ import (
 // ticket and opens the stream with ?ticket=…; the daemon answers CORS for
 // the origins in allowed_origins on that route and the GET stream routes.
 
-// streamRoutes are the GET stream routes (SSE and WebSocket) of the route
-// table, filled in by init: routes refers to serveTicket, which needs
-// them.
-var streamRoutes []route
-
-func init() {
-	for _, rt := range routes {
-		if rt.method == http.MethodGet && isStreamPattern(rt.pattern) {
-			streamRoutes = append(streamRoutes, rt)
-		}
-	}
-}
-
-// streamRoute returns the GET stream route whose pattern p matches, if any.
+// streamRoute returns the GET stream route (SSE or WebSocket) whose
+// pattern p matches, if any.
 func streamRoute(p string) (route, bool) {
-	for _, rt := range streamRoutes {
-		if matchPattern(rt.pattern, p) {
-			return rt, true
-		}
-	}
-	return route{}, false
+	return findRoute(p, isStream)
 }
 
-// isStreamPattern reports whether a GET pattern is a stream's: one ending
-// in /events or /ws.
-func isStreamPattern(p string) bool {
-	return strings.HasSuffix(p, "/events") || strings.HasSuffix(p, "/ws")
-}
+// isStream reports whether rt is a stream route.
+func isStream(rt route) bool { return rt.kind != routeREST }
 
 // requestTicket returns the ?ticket= of a GET (or its preflight) on a
 // stream route, and the query string without it; ok is false on any other
@@ -137,7 +116,7 @@ func (h *Handler) serveTicket(w http.ResponseWriter, r *http.Request, c Caller) 
 	}
 	// A ticket that could not open its stream is refused now, not at use.
 	probe := &http.Request{Method: http.MethodGet, URL: &url.URL{Path: p}}
-	if fam, ok := familyOf(p); ok {
+	if fam, ok := patternValue(rt.pattern, p, "family"); ok {
 		probe.SetPathValue("family", fam)
 	}
 	if _, err := rt.scope.check(Caller{Authenticated: true, Scopes: scopes}, probe); err != nil {
@@ -189,25 +168,15 @@ func ticketPath(raw string) (string, route, error) {
 	if !ok {
 		return bad("%q is not a GET stream route (…/events or …/ws of a session, a family or the global bus)", shorten(p))
 	}
-	segs := splitPath(p)
-	switch {
-	case slices.Equal(splitPath(rt.pattern)[:3], []string{"api", "v1", "sessions"}):
-		if err := bus.ValidateSessionID(segs[3]); err != nil {
+	if id, ok := patternValue(rt.pattern, p, "id"); ok {
+		if err := bus.ValidateSessionID(id); err != nil {
 			return "", route{}, err
 		}
-	case slices.Equal(splitPath(rt.pattern)[:3], []string{"api", "v1", "families"}):
-		if _, err := bus.ParseFamily(segs[3]); err != nil {
+	}
+	if fam, ok := patternValue(rt.pattern, p, "family"); ok {
+		if _, err := bus.ParseFamily(fam); err != nil {
 			return "", route{}, err
 		}
 	}
 	return p, rt, nil
-}
-
-// familyOf returns the family of a family stream path.
-func familyOf(p string) (string, bool) {
-	segs := splitPath(p)
-	if len(segs) == 5 && segs[0] == "api" && segs[1] == "v1" && segs[2] == "families" {
-		return segs[3], true
-	}
-	return "", false
 }

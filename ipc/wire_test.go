@@ -70,3 +70,45 @@ func TestMatchPatternMatchesSegmentBySegment(t *testing.T) {
 		t.Errorf("matchPattern allocates %v times, want 0", n)
 	}
 }
+
+// TestPatternValueNamesTheWildcardsSegment pins patternValue, which the
+// ticket route reads a stream path's session id and family with.
+func TestPatternValueNamesTheWildcardsSegment(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, path, name, want string
+		ok                        bool
+	}{
+		{wire.PatternSessionEvents, wire.SessionEventsPath("s-1"), "id", "s-1", true},
+		{wire.PatternFamilyWS, wire.FamilyWSPath("build"), "family", "build", true},
+		{wire.PatternFamilyWS, wire.FamilyWSPath("build"), "id", "", false},
+		{wire.PathEvents, wire.PathEvents, "family", "", false},
+	} {
+		if got, ok := patternValue(tc.pattern, tc.path, tc.name); got != tc.want || ok != tc.ok {
+			t.Errorf("patternValue(%q, %q, %q) = %q, %v; want %q, %v", tc.pattern, tc.path, tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestRouteColumnsAgreeWithSPEC pins the route table's kind and cors
+// columns to what SPEC §6 and §7 say of each route: a GET …/events is SSE,
+// a GET …/ws is WebSocket, and CORS is answered on exactly the GET
+// streams and the ticket route.
+func TestRouteColumnsAgreeWithSPEC(t *testing.T) {
+	want := map[string]routeKind{
+		"GET " + wire.PathEvents: routeSSE, "GET " + wire.PathEventsWS: routeWS,
+		"GET " + wire.PatternSessionEvents: routeSSE, "GET " + wire.PatternSessionWS: routeWS,
+		"GET " + wire.PatternFamilyEvents: routeSSE, "GET " + wire.PatternFamilyWS: routeWS,
+	}
+	for _, rt := range routes {
+		key := rt.method + " " + rt.pattern
+		if got := rt.kind; got != want[key] {
+			t.Errorf("%s: kind %d, want %d", key, got, want[key])
+		}
+		if wantCORS := want[key] != routeREST || key == "POST "+wire.PathTickets; rt.cors != wantCORS {
+			t.Errorf("%s: cors %v, want %v", key, rt.cors, wantCORS)
+		}
+		if (rt.serve == nil) == (rt.serveFamily == nil) {
+			t.Errorf("%s: want exactly one of serve and serveFamily", key)
+		}
+	}
+}

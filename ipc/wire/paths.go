@@ -28,6 +28,19 @@ const (
 	PathMetrics = "/metrics"
 )
 
+// Patterns of the routes that take a path parameter, as net/http's
+// ServeMux spells them: {id} is a session id, {family} a family.
+const (
+	PatternSession       = PathSessions + "/{id}"
+	PatternSessionEvents = PatternSession + "/events"
+	PatternSessionWS     = PatternSession + "/ws"
+	PatternFamilyEvents  = pathFamilies + "{family}/events"
+	PatternFamilyWS      = pathFamilies + "{family}/ws"
+)
+
+// pathFamilies begins the paths of the family streams.
+const pathFamilies = "/api/v1/families/"
+
 // SessionPath is the path of the session id: GET describes it, DELETE
 // deletes it.
 func SessionPath(id string) string { return PathSessions + "/" + url.PathEscape(id) }
@@ -42,11 +55,11 @@ func SessionWSPath(id string) string { return SessionPath(id) + "/ws" }
 // FamilyEventsPath is the path of the SSE stream of one family's events
 // across every session.
 func FamilyEventsPath(family string) string {
-	return "/api/v1/families/" + url.PathEscape(family) + "/events"
+	return pathFamilies + url.PathEscape(family) + "/events"
 }
 
 // FamilyWSPath is the path of the WebSocket stream of one family's events
 // across every session.
 func FamilyWSPath(family string) string {
-	return "/api/v1/families/" + url.PathEscape(family) + "/ws"
+	return pathFamilies + url.PathEscape(family) + "/ws"
 }
