@@ -17,6 +17,17 @@ import (
 // shipped, and what [Units] uses when given none.
 const DefaultBinary = "/usr/local/bin/localbus"
 
+// packageGroup is the group a distribution package creates for the system
+// socket, stamped by scripts/package with
+// -X github.com/localbus/localbus/systemd.packageGroup=localbus, so that the
+// installed "localbus systemd print" shows the units the package installed.
+// "" (a build from source) leaves SocketGroup= unset.
+var packageGroup string
+
+// ServiceUser is the name of the system service's dynamic user when the
+// socket has a group (see [UnitsForGroup]).
+const ServiceUser = "localbusd"
+
 // unitFiles holds the unit files: the system variants at the top, the
 // variants for the per-user service manager under user/.
 //
@@ -44,6 +55,21 @@ type Unit struct {
 // backslashes, which systemd refuses in an executable name; spaces and "%"
 // are quoted and escaped for the unit file.
 func Units(user bool, binary string) ([]Unit, error) {
+	return UnitsForGroup(user, binary, packageGroup)
+}
+
+// UnitsForGroup is [Units] for a system whose administrators, or whose
+// package, made a static group for the socket: the system socket gets
+// SocketGroup=group, so its members may connect, and the system service's
+// dynamic user is named [ServiceUser], since systemd refuses to allocate a
+// dynamic user of the unit's name when a group of that name exists. An
+// empty group means the units as shipped; the user units never change.
+// group must be a valid user or group name (at most 31 characters of
+// [a-z0-9_-], not starting with a digit or '-').
+func UnitsForGroup(user bool, binary, group string) ([]Unit, error) {
+	if group != "" && !validGroup(group) {
+		return nil, fmt.Errorf("systemd: %q is not a valid group name", group)
+	}
 	if binary == "" {
 		binary = DefaultBinary
 	}
@@ -63,9 +89,50 @@ func Units(user bool, binary string) ([]Unit, error) {
 			return nil, fmt.Errorf("systemd: embedded unit: %w", err)
 		}
 		s := strings.ReplaceAll(string(b), old, repl)
+		if group != "" && !user {
+			var ok bool
+			if s, ok = withGroup(name, s, group); !ok {
+				return nil, fmt.Errorf("systemd: embedded unit %s: no line to set the group on", name)
+			}
+		}
 		units = append(units, Unit{Name: name, Content: []byte(s)})
 	}
 	return units, nil
+}
+
+// The lines of the embedded system units that withGroup changes.
+const (
+	socketGroupLine = "#SocketGroup=localbus-users\n"
+	dynamicUserLine = "DynamicUser=yes\n"
+)
+
+// withGroup sets the socket's group in the unit file s of the unit name, or
+// names the service's dynamic user. It reports false when the line it
+// changes is missing.
+func withGroup(name, s, group string) (string, bool) {
+	switch name {
+	case "localbus.socket":
+		repl := "# Members of the group " + group + " may connect.\nSocketGroup=" + group + "\n"
+		return strings.Replace(s, socketGroupLine, repl, 1), strings.Contains(s, socketGroupLine)
+	case "localbus.service":
+		repl := dynamicUserLine + "# Not " + group + ": a static group of that name exists, and systemd would\n" +
+			"# refuse to allocate a dynamic user of the same name.\nUser=" + ServiceUser + "\n"
+		return strings.Replace(s, dynamicUserLine, repl, 1), strings.Contains(s, dynamicUserLine)
+	}
+	return s, true
+}
+
+// validGroup reports whether g is a portable user or group name.
+func validGroup(g string) bool {
+	if len(g) == 0 || len(g) > 31 || g[0] == '-' || (g[0] >= '0' && g[0] <= '9') {
+		return false
+	}
+	for _, r := range g {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // checkBinary applies systemd's rules for an executable path.

@@ -233,7 +233,11 @@ func TestUnitsPassSystemdAnalyzeVerify(t *testing.T) {
 				if err := os.WriteFile(binary, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
 					t.Fatal(err)
 				}
-				units, err := Units(user, binary)
+				group := ""
+				if !user && binDir == "bin" {
+					group = "localbus" // the units of the package
+				}
+				units, err := UnitsForGroup(user, binary, group)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -381,4 +385,46 @@ func variant(user bool) string {
 		return "user"
 	}
 	return "system"
+}
+
+func TestUnitsForGroup(t *testing.T) {
+	units, err := UnitsForGroup(false, "/usr/bin/localbus", "localbus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := func(name, section, key string) string {
+		return strings.Join(directives(t, unitByName(t, units, name).Content)[section][key], "|")
+	}
+	sock := map[string]map[string]string{"Socket": {"SocketGroup": one("localbus.socket", "Socket", "SocketGroup")}}
+	svc := map[string]map[string]string{"Service": {}}
+	for _, k := range []string{"User", "DynamicUser", "ExecStart"} {
+		svc["Service"][k] = one("localbus.service", "Service", k)
+	}
+	if sock["Socket"]["SocketGroup"] != "localbus" || svc["Service"]["User"] != ServiceUser || svc["Service"]["DynamicUser"] != "yes" ||
+		svc["Service"]["ExecStart"] != "/usr/bin/localbus serve" {
+		t.Errorf("SocketGroup=%q User=%q DynamicUser=%q ExecStart=%q; want localbus, %s, yes, /usr/bin/localbus serve",
+			sock["Socket"]["SocketGroup"], svc["Service"]["User"], svc["Service"]["DynamicUser"], svc["Service"]["ExecStart"], ServiceUser)
+	}
+	// The user units and the units without a group are those shipped.
+	for _, user := range []bool{false, true} {
+		plain, err := Units(user, "/usr/bin/localbus")
+		if err != nil {
+			t.Fatal(err)
+		}
+		grouped, err := UnitsForGroup(user, "/usr/bin/localbus", map[bool]string{false: "", true: "localbus"}[user])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !cmp.Equal(plain, grouped) {
+			t.Errorf("%s: %s", variant(user), cmp.Diff(plain, grouped))
+		}
+		if _, ok := directives(t, unitByName(t, plain, "localbus.socket").Content)["Socket"]["SocketGroup"]; ok {
+			t.Errorf("%s: a build from source sets SocketGroup=", variant(user))
+		}
+	}
+	for _, bad := range []string{"Localbus", "1bus", "-bus", "a b", "bus\nExecStart=/bin/sh", strings.Repeat("a", 32)} {
+		if _, err := UnitsForGroup(false, "/usr/bin/localbus", bad); err == nil {
+			t.Errorf("UnitsForGroup(%q) succeeded", bad)
+		}
+	}
 }

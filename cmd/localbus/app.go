@@ -37,6 +37,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			keysCommand(),
 			systemdCommand(),
 			configCommand(),
+			manCommand(),
 			socketCommand(),
 			versionCommand(),
 			benchCommand(),
