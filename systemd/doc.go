@@ -33,5 +33,9 @@
 // sandboxing settings a user service manager can apply. [Units] renders them
 // for a given executable, [UnitDir] says where they go and [Install] writes
 // them. The files are usable as shipped, with ExecStart= running
-// [DefaultBinary].
+// [DefaultBinary]. [UnitsForGroup] renders the system units for a static
+// socket group, as the .deb and .rpm install them (SocketGroup=localbus, the
+// service's dynamic user named [ServiceUser]); a packaged binary, stamped by
+// scripts/package, renders them so from [Units] too, so its
+// "localbus systemd print" shows what the package installed.
 package systemd
