@@ -75,6 +75,7 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+trap 'exit 1' HUP INT PIPE TERM # so cleanup runs on a signal too
 for p in /etc/localbus /var/lib/localbus /var/lib/private/localbus "$policy"; do
   if [ -e "$p" ] || [ -L "$p" ]; then
     [ -e "$p.e2e-aside" ] && fail "$p.e2e-aside exists, left by an earlier run: put it back as $p first"
@@ -88,11 +89,38 @@ chmod 755 "$policy"
 [ -e "$policy.e2e-aside" ] || aside+=("$policy") # none to put back: removed at the end
 
 start=$(date +%s)
+# The version rule, in a repository of its own: the commit's date and short
+# hash without a tag; a v-tag without its v; +dirty for a changed tracked
+# file only.
+v=$tmp/version-repo
+mkdir -p "$v/scripts"
+cp scripts/package "$v/scripts/package"
+g() { git -C "$v" -c user.name=t -c user.email=t@localhost -c commit.gpgsign=false -c tag.gpgsign=false "$@"; }
+g init -q
+g add scripts/package
+GIT_COMMITTER_DATE=2026-01-02T23:30:00Z GIT_AUTHOR_DATE=2026-01-02T23:30:00Z g commit -qm one
+h=$(g rev-parse --short=12 HEAD)
+vcheck() { # vcheck WANT WHAT
+  got=$("$v/scripts/package" --version) || fail "scripts/package --version $2: exit $?"
+  [ "$got" = "$1" ] || fail "scripts/package --version $2: $got, want $1"
+}
+vcheck "0.0.0~git20260102.$h" "without a tag"
+g tag x9
+vcheck "0.0.0~git20260102.$h" "with only a tag that is not v[0-9]*"
+touch "$v/untracked"
+vcheck "0.0.0~git20260102.$h" "with an untracked file"
+echo >>"$v/scripts/package"
+vcheck "0.0.0~git20260102.$h+dirty" "with a changed tracked file"
+g checkout -q scripts/package
+g tag v1.2.3
+vcheck 1.2.3 "at tag v1.2.3"
+g commit -q --allow-empty -m two
+vcheck "1.2.3-1-g$(g rev-parse --short HEAD)" "one commit after v1.2.3"
+ok "the version rule: 0.0.0~git<YYYYMMDD>.<hash> without a tag, the v-tag without its v, +dirty for changed tracked files"
+
 # Build.
 DIST=$tmp/dist scripts/package >"$tmp/packages" 2>"$tmp/package.err" || fail "scripts/package: $(cat "$tmp/package.err")"
-version=$(git describe --tags --match 'v[0-9]*' 2>/dev/null | sed 's/^v//') || true
-[ -n "$version" ] || version=0.0.0~git$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y%m%d HEAD).$(git rev-parse --short=12 HEAD)
-[ -z "$(git status --porcelain --untracked-files=no)" ] || version+=+dirty
+version=$(scripts/package --version)
 want=""
 for arch in amd64 arm64; do
   for p in deb rpm; do want+="$tmp/dist/localbus_${version}_$arch.$p"$'\n'; done
