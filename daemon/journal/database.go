@@ -16,7 +16,8 @@ import (
 
 // The database: bucket meta (format, clean mark, sync mode of the last run,
 // next bus number), bucket buses (bus number → busMeta as JSON), bucket
-// events (bus number → a bucket of id → value).
+// events (bus number → a bucket of id → value), bucket consumers (bus
+// number → a bucket of name → consumer, consumer.go).
 var (
 	bucketMeta   = []byte("meta")
 	bucketBuses  = []byte("buses")
@@ -25,7 +26,7 @@ var (
 	keyClean     = []byte("clean")
 	keyMode      = []byte("mode")
 	keyNextNum   = []byte("next-bus")
-	rootBuckets  = [][]byte{bucketMeta, bucketBuses, bucketEvents}
+	rootBuckets  = [][]byte{bucketMeta, bucketBuses, bucketEvents, bucketConsumers}
 )
 
 const (

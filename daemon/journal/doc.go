@@ -22,7 +22,7 @@
 // and the log's bound); registry.go (the buses: settings, OpenBus,
 // Delete); store.go (a bus's Store and its window); refs.go (the global
 // bus's references); keys.go and cursor.go (idempotency keys, bridge
-// cursors); dbcheck.go (checking a database before bbolt opens it);
+// cursors); consumer.go (the consumers of a session, SPEC §2.4); dbcheck.go (checking a database before bbolt opens it);
 // files.go (opening files safely); hooks.go (where tests step in).
 //
 // # Layout
@@ -42,7 +42,11 @@
 // is rebuilt with bus.NewFrame and no JSON parsing. A bucket "cursors"
 // holds the named positions of bridges to other systems (Cursor,
 // PutCursor: the upstream bridge's export and import cursors), each
-// written in a transaction of its own, never through the log.
+// written in a transaction of its own, never through the log. A bucket
+// "consumers" (format 2) holds each session's consumers under its bus
+// number: name, ack mode, acknowledged id and its epoch, created and last
+// active (Consumers, PutConsumer, DeleteConsumer), each put a synced
+// transaction of its own; deleting a session deletes them with it.
 //
 // # Compaction and checkpoints
 //

@@ -22,7 +22,9 @@ import (
 
 // upgrades[i] upgrades a database of format i+1 to format i+2, within the
 // transaction of the upgrade. A variable for tests.
-var upgrades []func(tx *bolt.Tx) error
+var upgrades = []func(tx *bolt.Tx) error{
+	upgradeTo2, // format 2: consumers (consumer.go)
+}
 
 // formatVersion is the format this daemon reads and writes.
 func formatVersion() int { return 1 + len(upgrades) }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/localbus/localbus/bus"
@@ -24,8 +25,11 @@ import (
 // restored from it, per bus ("" the global bus). Format 1's: sessions
 // "made" (created with a ring of 50), "auto-a" and "auto-b" (created by
 // publishes of uids 1000 and 1001), and the global bus's copies; some
-// events in the database, the rest in two log segments.
-var formatFixtures = []int{1}
+// events in the database, the rest in two log segments. Format 2's: format
+// 1's upgraded, five more events in "made", and consumers: "backup"
+// (explicit) and "indexer.v2" (auto) on "made", "tail" on "auto-a" (and
+// one deleted there).
+var formatFixtures = []int{1, 2}
 
 type fixtureBus struct {
 	Epoch  string   `json:"epoch"`
@@ -34,6 +38,17 @@ type fixtureBus struct {
 	Peer   string   `json:"peer,omitempty"`
 	Ring   int      `json:"ringSize,omitempty"`
 	Frames []string `json:"frames"`
+	// Consumers, from format 2 on: a state dir of format 1 has none.
+	Consumers []fixtureConsumer `json:"consumers,omitempty"`
+}
+
+type fixtureConsumer struct {
+	Name       string    `json:"name"`
+	Ack        AckMode   `json:"ack"`
+	AckedID    uint64    `json:"ackedId"`
+	Epoch      string    `json:"epoch"`
+	Created    time.Time `json:"created"`
+	LastActive time.Time `json:"lastActive"`
 }
 
 // unpackFixture unpacks the state dir of format n into a temporary
@@ -101,6 +116,15 @@ func restored(t *testing.T, j *Journal) map[string]fixtureBus {
 		for _, f := range retained(st) {
 			fb.Frames = append(fb.Frames, string(f.SSE()))
 		}
+		if name != "" {
+			cs, err := j.Consumers(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range cs {
+				fb.Consumers = append(fb.Consumers, fixtureConsumer(c))
+			}
+		}
 		got[name] = fb
 	}
 	return got
@@ -134,6 +158,9 @@ func TestStateDirsOfEveryFormatOpen(t *testing.T) {
 				if name != "" {
 					w.LastID++
 				}
+				if !cmp.Equal(g.Consumers, w.Consumers) {
+					t.Errorf("bus %q's consumers after a restart: %+v, want %+v", name, g.Consumers, w.Consumers)
+				}
 				if g.Epoch != w.Epoch || g.LastID != w.LastID || g.Auto != w.Auto || g.Peer != w.Peer || g.Ring != w.Ring {
 					t.Errorf("bus %q after a restart: %+v, want epoch %s, last id %d, auto %v %q, ring %d",
 						name, g, w.Epoch, w.LastID, w.Auto, w.Peer, w.Ring)
@@ -162,19 +189,22 @@ func snapshot(t *testing.T, dir string) map[string]string {
 }
 
 // TestAnOlderFormatIsUpgradedInPlaceAndANewerOneRefused gives the journal
-// an upgrade from format 1 to a format 2: format 1's state dir opens
+// an upgrade to a format after this daemon's: the newest fixture opens
 // upgraded, logged, with everything it held; a journal that knows only
-// format 1 then refuses it, naming both formats, and changes nothing in it.
+// this daemon's format then refuses it, naming both formats, and changes
+// nothing in it.
 func TestAnOlderFormatIsUpgradedInPlaceAndANewerOneRefused(t *testing.T) {
 	known := upgrades
 	t.Cleanup(func() { upgrades = known })
-	marker := []byte("format-2-marker")
+	cur := formatVersion()
+	next := strconv.Itoa(cur + 1)
+	marker := []byte("format-" + next + "-marker")
 	upgrades = append(known[:len(known):len(known)], func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(marker, []byte{1})
 	})
-	dir, want := unpackFixture(t, 1)
+	dir, want := unpackFixture(t, cur)
 	j, lb := open(t, dir, Options{})
-	if !strings.Contains(lb.String(), "upgraded the state dir in place") || !strings.Contains(lb.String(), "from=1 to=2") {
+	if !strings.Contains(lb.String(), "upgraded the state dir in place") || !strings.Contains(lb.String(), "from="+strconv.Itoa(cur)+" to="+next) {
 		t.Errorf("the upgrade is not logged:\n%s", lb)
 	}
 	if diff := cmp.Diff(want, restored(t, j)); diff != "" {
@@ -188,12 +218,12 @@ func TestAnOlderFormatIsUpgradedInPlaceAndANewerOneRefused(t *testing.T) {
 		format = append(format, tx.Bucket(bucketMeta).Get(keyFormat)...)
 		mark = tx.Bucket(bucketMeta).Get(marker)
 	})
-	if string(format) != "2" || mark == nil {
-		t.Fatalf("after the upgrade: format %q, marker %v; want 2 and the upgrade's marker", format, mark)
+	if string(format) != next || mark == nil {
+		t.Fatalf("after the upgrade: format %q, marker %v; want %s and the upgrade's marker", format, mark, next)
 	}
 
 	upgrades = known
-	refusesNewer(t, dir, 2)
+	refusesNewer(t, dir, cur+1)
 }
 
 // TestANewerFormatIsRefusedTouchingNothing refuses a crashed state dir

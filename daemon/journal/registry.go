@@ -147,7 +147,7 @@ func (j *Journal) addStoreLocked(num uint64, m *busMeta) *Store {
 	return s
 }
 
-// Delete forgets session and deletes its events and settings. A session
+// Delete forgets session and deletes its events, settings and consumers. A session
 // the journal does not hold is no error. A journal read-only for lack of
 // space refuses it with ErrDiskFull.
 func (j *Journal) Delete(session string) error {
@@ -171,6 +171,9 @@ func (j *Journal) Delete(session string) error {
 	s.mu.Unlock()
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketBuses).Delete(idKey(num)); err != nil {
+			return err
+		}
+		if err := deleteConsumersOf(tx, num); err != nil {
 			return err
 		}
 		err := tx.Bucket(bucketEvents).DeleteBucket(idKey(num))
