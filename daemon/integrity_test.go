@@ -214,7 +214,7 @@ func TestStartRefusesANewerJournalFormatTouchingNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = db.Update(func(tx *bolt.Tx) error { return tx.Bucket([]byte("meta")).Put([]byte("format"), []byte("2")) })
+	err = db.Update(func(tx *bolt.Tx) error { return tx.Bucket([]byte("meta")).Put([]byte("format"), []byte("9")) })
 	if cerr := db.Close(); err == nil {
 		err = cerr
 	}
@@ -228,7 +228,7 @@ func TestStartRefusesANewerJournalFormatTouchingNothing(t *testing.T) {
 	if code, _ := waitExit(t, d, time.Now()); code != 1 {
 		t.Errorf("exit code = %d, want 1", code)
 	}
-	if log := d.Stderr(); !strings.Contains(log, "format 2") || !strings.Contains(log, "format 1") {
+	if log := d.Stderr(); !strings.Contains(log, "format 9") || !strings.Contains(log, "format 2") {
 		t.Errorf("stderr does not name the state dir's format and the daemon's:\n%s", log)
 	}
 	if after := treeOf(t, state); !maps.Equal(before, after) {

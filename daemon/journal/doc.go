@@ -22,7 +22,8 @@
 // and the log's bound); registry.go (the buses: settings, OpenBus,
 // Delete); store.go (a bus's Store and its window); refs.go (the global
 // bus's references); keys.go and cursor.go (idempotency keys, bridge
-// cursors); consumer.go (the consumers of a session, SPEC §2.4); dbcheck.go (checking a database before bbolt opens it);
+// cursors); consumer.go (the consumers of a session, SPEC §2.4);
+// dbcheck.go (checking a database before bbolt opens it);
 // files.go (opening files safely); hooks.go (where tests step in).
 //
 // # Layout
