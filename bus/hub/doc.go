@@ -23,6 +23,9 @@
 //   - journal.go: what the hub asks of its storage ([Journal] and its
 //     optional capabilities).
 //   - idempotency.go, shares.go: [Hub.Once] and the fair shares.
+//   - consumers.go: a session's consumers ([ConsumerSet], [Lease]; SPEC
+//     §2.4): attach and takeover, acks, max_consumers. Not yet wired to
+//     sessions and streams.
 //
 // # The global copy
 //
