@@ -122,7 +122,7 @@ func (d *Daemon) open() error {
 		if err != nil {
 			return err
 		}
-		d.journal, ho.Journal = j, j
+		d.journal, ho.Journal = j, hubJournal{j}
 		d.fsync = cfg.Fsync
 		d.metrics.addJournal(j)
 	}

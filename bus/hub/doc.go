@@ -24,8 +24,8 @@
 //     optional capabilities).
 //   - idempotency.go, shares.go: [Hub.Once] and the fair shares.
 //   - consumers.go: a session's consumers ([ConsumerSet], [Lease]; SPEC
-//     §2.4): attach and takeover, acks, max_consumers. Not yet wired to
-//     sessions and streams.
+//     §2.4): attach and takeover, acks, max_consumers; each Session has
+//     one, kept by a [ConsumerJournal] or in memory.
 //
 // # The global copy
 //

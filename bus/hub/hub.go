@@ -56,6 +56,9 @@ type Options struct {
 	PeerShare float64
 	// AutoCreate makes a publish to a missing session create it.
 	AutoCreate bool
+	// MaxConsumers bounds each session's consumers (SPEC §2.4), shared
+	// by peer with PeerShare; default 64.
+	MaxConsumers int
 	// MaxRingBytesTotal bounds the bytes the rings of every bus (sessions
 	// and global) retain together; default 1 GiB. Past it the largest rings
 	// evict their oldest events first (see Hub.TrimRings).

@@ -31,6 +31,15 @@ type AutoJournal interface {
 	Auto(session string) (peer string, auto bool)
 }
 
+// A ConsumerJournal keeps sessions' consumers (SPEC §2.4): an optional
+// capability of a Journal. A session of a Journal without it keeps its
+// consumers in memory only.
+type ConsumerJournal interface {
+	// SessionConsumers returns what session's consumers were stored and
+	// where to keep them from now on.
+	SessionConsumers(session string) ([]ConsumerState, ConsumerStore, error)
+}
+
 // A DurableStore is a bus.Store that keeps its bus on stable storage and
 // can say how far: an optional capability of the stores a Journal opens,
 // asserted once per call of Session.Durability. A session whose store lacks

@@ -26,7 +26,11 @@ type Session struct {
 	active    time.Time      // guarded by publishMu: creation or last publish
 	frames    []*bus.Frame   // guarded by publishMu: scratch for Publish
 	store     bus.Store      // the bus's store when journaled, else nil
+	consumers *ConsumerSet   // fixed
 }
+
+// Consumers returns the session's consumers (SPEC §2.4).
+func (s *Session) Consumers() *ConsumerSet { return s.consumers }
 
 // Session returns the session named id.
 func (h *Hub) Session(id string) (*Session, bool) {
@@ -180,7 +184,19 @@ func (h *Hub) openLocked(id string, ringSize int, how origin, peer share.Peer) (
 		}
 		return nil, err
 	}
-	return &Session{ID: id, Bus: b, RingSize: ringSize, store: st, auto: auto, active: h.opts.Now(), creator: peer}, nil
+	var restored []ConsumerState
+	var cstore ConsumerStore
+	if cj, ok := h.opts.Journal.(ConsumerJournal); ok {
+		if restored, cstore, err = cj.SessionConsumers(id); err != nil {
+			b.Close()
+			if !restore {
+				h.opts.Journal.Delete(id)
+			}
+			return nil, err
+		}
+	}
+	cs := NewConsumerSet(cstore, restored, h.opts.MaxConsumers, h.opts.PeerShare)
+	return &Session{ID: id, Bus: b, RingSize: ringSize, store: st, auto: auto, active: h.opts.Now(), creator: peer, consumers: cs}, nil
 }
 
 // Delete closes a session's bus (its streams get stream:closed with reason

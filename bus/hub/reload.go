@@ -20,6 +20,7 @@ func (h *Hub) SetOptions(opts Options) error {
 	h.opts.MaxRingBytesTotal = opts.MaxRingBytesTotal
 	h.ringBudget.Store(opts.MaxRingBytesTotal)
 	h.opts.AutoSessionTTL = opts.AutoSessionTTL
+	h.opts.MaxConsumers = opts.MaxConsumers
 	h.mu.Unlock()
 	h.setKeyWindow(opts.IdempotencyWindow)
 	for _, s := range h.Sessions() {
@@ -28,6 +29,7 @@ func (h *Hub) SetOptions(opts Options) error {
 			l.RingSize = s.RingSize
 		}
 		s.Bus.SetLimits(l)
+		s.consumers.SetLimit(opts.MaxConsumers, opts.PeerShare)
 	}
 	h.TrimRings()
 	return nil
