@@ -36,4 +36,6 @@ func (s sessionConsumers) PutConsumer(c hub.ConsumerState) error {
 		Epoch: c.Epoch, Created: c.Created, LastActive: c.LastActive})
 }
 
-func (s sessionConsumers) DeleteConsumer(name string) error { return s.j.DeleteConsumer(s.session, name) }
+func (s sessionConsumers) DeleteConsumer(name string) error {
+	return s.j.DeleteConsumer(s.session, name)
+}
