@@ -102,6 +102,11 @@ const upstreamDefaults = `
 #tls_key = ""
 # The CAs that sign the server's certificate (PEM). Default: the system's.
 #tls_ca = ""
+# Journal space kept, for every exported session together, for events NATS
+# has not confirmed beyond what the rings retain; past it the oldest
+# unexported events are dropped, counted and logged. Export needs
+# durability = "disk".
+#backlog_bytes = 1073741824
 `
 
 // writeComment writes text as comment lines of at most about 76 columns.

@@ -62,6 +62,8 @@ func (l *loader) decodeUpstream(path, dir string, md toml.MetaData, prim toml.Pr
 			msg = setTOML(&c.Export, v)
 		case "import":
 			msg = setTOML(&c.Import, v)
+		case "backlog_bytes":
+			msg = setTOML(&c.BacklogBytes, v)
 		case "creds", "tls_cert", "tls_key", "tls_ca":
 			p := map[string]*string{"creds": &c.Creds, "tls_cert": &c.TLSCert, "tls_key": &c.TLSKey, "tls_ca": &c.TLSCA}[k]
 			if msg = setTOML(p, v); msg == "" && *p != "" && !filepath.IsAbs(*p) {
@@ -100,6 +102,9 @@ func joinKeys(keys []string) string {
 func (c Config) upstreamProblems() []*ConfigError {
 	if c.Upstream == nil {
 		return nil
+	}
+	if len(c.Upstream.Export) > 0 && c.Durability != DurabilityDisk {
+		return []*ConfigError{{Key: upstreamKey + ".export", Msg: `requires durability = "disk": the journal keeps what NATS has not confirmed`}}
 	}
 	err := c.Upstream.Validate()
 	if err == nil {

@@ -37,7 +37,7 @@ import = ["desk/*"]
 	}
 	want := &upstream.Config{
 		URLs: []string{"nats://10.0.0.1:4222", "tls://nats.example:4222"}, Node: "build-1", Stream: "LOCALBUS",
-		Export: []string{"build-*", "ci"}, Import: []string{"desk/*"},
+		Export: []string{"build-*", "ci"}, Import: []string{"desk/*"}, BacklogBytes: upstream.DefaultBacklogBytes,
 	}
 	if diff := cmp.Diff(want, cfg.Upstream); diff != "" {
 		t.Errorf("Upstream mismatch (-want +got):\n%s", diff)
@@ -65,6 +65,9 @@ func TestConfigUpstreamErrorsNameTheKey(t *testing.T) {
 		{"bad export glob", "[upstream]\nurl = \"nats://h:4222\"\nnode = \"a\"\nexport = [\"[\"]\n", "upstream.export"},
 		{"import without a node", "[upstream]\nurl = \"nats://h:4222\"\nnode = \"a\"\nimport = [\"build\"]\n", "upstream.import"},
 		{"missing creds file", "[upstream]\nurl = \"nats://h:4222\"\nnode = \"a\"\ncreds = \"nope.creds\"\n", "upstream.creds"},
+		{"export with durability memory", "durability = \"memory\"\n[upstream]\nurl = \"nats://h:4222\"\nnode = \"a\"\nexport = [\"ci\"]\n", "upstream.export"},
+		{"backlog_bytes not positive", "[upstream]\nurl = \"nats://h:4222\"\nnode = \"a\"\nbacklog_bytes = -1\n", "upstream.backlog_bytes"},
+		{"backlog_bytes not a number", "[upstream]\nurl = \"nats://h:4222\"\nnode = \"a\"\nbacklog_bytes = \"1G\"\n", "upstream.backlog_bytes"},
 		{"upstream not a table", "upstream = \"nats://h:4222\"\n", "upstream"},
 	}
 	for _, tt := range tests {
@@ -80,6 +83,21 @@ func TestConfigUpstreamErrorsNameTheKey(t *testing.T) {
 				t.Errorf("LoadConfig error = %v (key %q, file %q), want key %q in %s", err, errs[0].Key, errs[0].File, tt.key, path)
 			}
 		})
+	}
+}
+
+func TestConfigUpstreamBacklogBytes(t *testing.T) {
+	t.Parallel()
+	cfg, err := loadConfig(writeConfig(t, "[upstream]\nurl = \"nats://h:4222\"\nnode = \"a\"\nbacklog_bytes = 4096\n"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Upstream.BacklogBytes != 4096 {
+		t.Errorf("backlog_bytes = %d, want 4096", cfg.Upstream.BacklogBytes)
+	}
+	// Import alone needs no journal.
+	if _, err := loadConfig(writeConfig(t, "durability = \"memory\"\n[upstream]\nurl = \"nats://h:4222\"\nnode = \"a\"\nimport = [\"b/*\"]\n"), true); err != nil {
+		t.Errorf("import with durability memory = %v, want it accepted", err)
 	}
 }
 

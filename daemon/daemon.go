@@ -134,11 +134,11 @@ func (d *Daemon) open() error {
 	d.hub = h
 	if cfg.Upstream != nil {
 		// Before the router serves: the bridge marks its mirrors read-only.
-		var cursors upstream.Cursors = new(upstream.MemCursors)
+		uo := upstream.Options{Config: *cfg.Upstream, Hub: h, Cursors: new(upstream.MemCursors), Logger: d.log}
 		if d.journal != nil {
-			cursors = d.journal
+			uo.Cursors, uo.Backlog = d.journal, d.journal
 		}
-		br, err := upstream.Start(upstream.Options{Config: *cfg.Upstream, Hub: h, Cursors: cursors, Logger: d.log})
+		br, err := upstream.Start(uo)
 		if err != nil {
 			h.Close()
 			d.closeJournal()

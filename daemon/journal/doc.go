@@ -23,7 +23,9 @@
 // Delete); store.go (a bus's Store and its window); refs.go (the global
 // bus's references); keys.go and cursor.go (idempotency keys, bridge
 // cursors); consumer.go (the consumers of a session, SPEC §2.4);
-// dbcheck.go (checking a database before bbolt opens it);
+// backlog.go (the export backlog: events an upstream exporter has not had
+// confirmed, kept beyond the ring up to a bound); dbcheck.go (checking a
+// database before bbolt opens it);
 // files.go (opening files safely); hooks.go (where tests step in).
 //
 // # Layout

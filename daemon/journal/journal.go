@@ -92,12 +92,16 @@ type Observer interface {
 // safe for concurrent use. Close it to stop its goroutines and mark a clean
 // shutdown.
 type Journal struct {
-	opts   Options
-	mode   string
-	logger *slog.Logger
-	db     *bolt.DB
-	wal    *wal
-	dir    string
+	opts Options
+	// backlog is what the export backlogs of every bus take in the
+	// database's format, backlogMax its bound (backlog.go).
+	backlog    atomic.Int64
+	backlogMax atomic.Int64
+	mode       string
+	logger     *slog.Logger
+	db         *bolt.DB
+	wal        *wal
+	dir        string
 
 	ckptMu    sync.Mutex    // one checkpoint at a time; taken before mu
 	arena     []byte        // guarded by ckptMu: the last checkpoint's buffer
@@ -169,6 +173,7 @@ func Open(opts Options) (*Journal, error) {
 	if j.logger == nil {
 		j.logger = slog.Default()
 	}
+	j.backlogMax.Store(DefaultBacklogBytes)
 	if err := PrepareDir(opts.Dir); err != nil {
 		return nil, err
 	}

@@ -168,6 +168,7 @@ func (j *Journal) Delete(session string) error {
 	s.mu.Lock()
 	s.deleted = true
 	s.pend = nil // no longer to be copied, nor read
+	s.releaseBacklog()
 	s.mu.Unlock()
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketBuses).Delete(idKey(num)); err != nil {

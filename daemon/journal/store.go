@@ -37,6 +37,16 @@ type Store struct {
 	// on: frames of the window that are nil there are built from it.
 	pend      []pendRec
 	pendFirst uint64
+	// The ring is the newest ringN events of the window; the older ones
+	// are the export backlog (backlog.go), kept while held is set and the
+	// journal's backlog bound allows. ringSet is false until the ring is
+	// first measured (the window restored at Open is all ring).
+	ringN     int
+	ringBytes int64 // frame sizes of the ring
+	ringDisk  int64 // database sizes of the ring
+	ringSet   bool
+	held      bool   // an exporter holds the backlog
+	holdID    uint64 // the last id the exporter had confirmed
 }
 
 // pendAt returns the type and envelope of event id from s.pend, if it
@@ -202,7 +212,12 @@ func (s *Store) AppendDeferred(frames []*bus.Frame) (mark uint64, durable bool, 
 		s.segs = append(s.segs, segLast{seq: seq, last: last, refs: refSeg})
 	}
 	for _, f := range frames {
-		s.win.push(f.ID, entry{f: f, size: uint32(f.Size()), disk: uint32(eventLen(f.Type, len(f.JSON())))})
+		e := entry{f: f, size: uint32(f.Size()), disk: uint32(eventLen(f.Type, len(f.JSON())))}
+		s.measureRing()
+		s.win.push(f.ID, e)
+		s.ringN++
+		s.ringBytes += int64(e.size)
+		s.ringDisk += int64(e.disk)
 	}
 	s.lastID = frames[len(frames)-1].ID
 	s.lastLSN = lsn
@@ -218,18 +233,22 @@ func (s *Store) WaitDurable(mark uint64) (uint64, error) {
 }
 
 func (s *Store) evictLocked() {
-	for s.win.n > s.maxLen || (s.win.bytes > s.maxBytes && s.win.n > 1) {
-		s.win.pop()
+	s.measureRing()
+	for s.ringN > s.maxLen || (s.ringBytes > s.maxBytes && s.ringN > 1) {
+		s.leaveRing()
 	}
+	s.dropBacklog()
 }
 
 // TrimTo implements bus.Trimmer: the memory budget of every ring together.
 func (s *Store) TrimTo(maxBytes int64, keep uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for s.win.n > 1 && s.win.bytes > maxBytes && s.win.earliest() < keep {
-		s.win.pop()
+	s.measureRing()
+	for s.ringN > 1 && s.ringBytes > maxBytes && s.ringEarliest() < keep {
+		s.leaveRing()
 	}
+	s.dropBacklog()
 }
 
 // LastID implements bus.Store.
@@ -243,28 +262,39 @@ func (s *Store) LastID() uint64 {
 func (s *Store) Earliest() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.win.earliest()
+	s.measureRing()
+	return s.ringEarliest()
 }
 
 // Len implements bus.Store.
 func (s *Store) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.win.n
+	s.measureRing()
+	return s.ringN
 }
 
 // Bytes implements bus.Store.
 func (s *Store) Bytes() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.win.bytes
+	s.measureRing()
+	return s.ringBytes
 }
 
-// Scan implements bus.Store. Events restored at Open are read from the
-// database the first time a scan reaches them, then kept like the others.
+// Scan implements bus.Store: the ring's events from id from on. Events
+// restored at Open are read from the database the first time a scan
+// reaches them, then kept like the others.
 func (s *Store) Scan(from uint64, fn func(*bus.Frame) bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.measureRing()
+	s.scanLocked(max(from, s.ringEarliest()), fn)
+}
+
+// scanLocked calls fn with the retained events from id from on, ring or
+// backlog, until it returns false. s.mu must be held.
+func (s *Store) scanLocked(from uint64, fn func(*bus.Frame) bool) {
 	if s.win.n == 0 {
 		return
 	}

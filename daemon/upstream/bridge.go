@@ -44,6 +44,21 @@ type Cursors interface {
 	PutCursor(name string, value []byte) error
 }
 
+// Backlog is the journal's export backlog (SPEC §12): the events of an
+// exported session that NATS has not confirmed, kept beyond its ring.
+type Backlog interface {
+	// SetBacklogBytes bounds every session's backlog together.
+	SetBacklogBytes(n int64)
+	// HoldExport keeps session's events after id (of epoch) beyond its ring.
+	HoldExport(session, epoch string, id uint64)
+	// ReadExport appends up to max of session's retained events from id
+	// from on to into; the first is after from when the backlog lost the
+	// events between.
+	ReadExport(session, epoch string, from uint64, max int, into []*bus.Frame) []*bus.Frame
+	// ExportBacklog returns what session's backlog takes on disk.
+	ExportBacklog(session string) int64
+}
+
 // Defaults of Options.
 const (
 	DefaultWindow         = 1024
@@ -61,6 +76,9 @@ type Options struct {
 	Hub Hub
 	// Cursors keeps the export and import cursors. Required.
 	Cursors Cursors
+	// Backlog keeps what export owes beyond the rings; nil keeps
+	// nothing beyond them (no journal).
+	Backlog Backlog
 	// Logger receives the bridge's log lines; nil means slog.Default().
 	Logger *slog.Logger
 	// Window is the most publishes an exporter has in flight; default 1024.
@@ -137,6 +155,9 @@ func Start(opts Options) (*Bridge, error) {
 	}
 	if opts.ReconnectWait <= 0 {
 		opts.ReconnectWait = 250 * time.Millisecond
+	}
+	if opts.Backlog != nil {
+		opts.Backlog.SetBacklogBytes(opts.Config.BacklogBytes)
 	}
 	b := &Bridge{
 		opts: opts, cfg: opts.Config, logger: opts.Logger.With("upstream", opts.Config.Stream),

@@ -23,17 +23,24 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // node is an in-process daemon: a journal, a hub and a bridge, which can
 // be stopped and started again on the same state.
 type node struct {
-	t   testing.TB
-	dir string
-	cfg upstream.Config
-	j   *journal.Journal
-	h   *hub.Hub
-	br  *upstream.Bridge
+	t    testing.TB
+	dir  string
+	cfg  upstream.Config
+	ring int // the rings' size; 0 means the default
+	j    *journal.Journal
+	h    *hub.Hub
+	br   *upstream.Bridge
 }
 
 func startNode(t testing.TB, cfg upstream.Config) *node {
 	t.Helper()
-	n := &node{t: t, dir: t.TempDir(), cfg: cfg}
+	return startNodeRing(t, cfg, 0)
+}
+
+// startNodeRing starts a node whose rings hold ring events.
+func startNodeRing(t testing.TB, cfg upstream.Config, ring int) *node {
+	t.Helper()
+	n := &node{t: t, dir: t.TempDir(), cfg: cfg, ring: ring}
 	n.start()
 	t.Cleanup(n.stop)
 	return n
@@ -45,12 +52,12 @@ func (n *node) start() {
 	if n.j, err = journal.Open(journal.Options{Dir: filepath.Join(n.dir, "state"), Logger: quiet, SegmentBytes: 1 << 20}); err != nil {
 		n.t.Fatal(err)
 	}
-	if n.h, err = hub.New(hub.Options{Journal: n.j, AutoCreate: true}); err != nil {
+	if n.h, err = hub.New(hub.Options{Journal: n.j, AutoCreate: true, Limits: bus.Limits{RingSize: n.ring}}); err != nil {
 		n.t.Fatal(err)
 	}
 	cfg := n.cfg
 	cfg.Fill()
-	if n.br, err = upstream.Start(upstream.Options{Config: cfg, Hub: n.h, Cursors: n.j, Logger: quiet,
+	if n.br, err = upstream.Start(upstream.Options{Config: cfg, Hub: n.h, Cursors: n.j, Backlog: n.j, Logger: quiet,
 		ScanInterval: 20 * time.Millisecond, AckTimeout: 2 * time.Second, ReconnectWait: 50 * time.Millisecond}); err != nil {
 		n.t.Fatal(err)
 	}
@@ -321,4 +328,44 @@ func TestReloadedPatternsStartExportAndImport(t *testing.T) {
 	if got := b.br.Status().Import; len(got) != 1 || got[0] != "a/late" {
 		t.Errorf("import patterns after a refused change = %q, want the old ones", got)
 	}
+}
+
+func TestABurstOfManyRingsReachesTheMirrorComplete(t *testing.T) {
+	srv := natstest.Start(t)
+	a := startNodeRing(t, upstream.Config{URLs: []string{srv.URL()}, Node: "a", Export: []string{"build*"}}, 1000)
+	b := startNodeRing(t, upstream.Config{URLs: []string{srv.URL()}, Node: "b", Import: []string{"a/*"}}, 50000)
+	const total = 20000 // twenty rings, published faster than export drains them
+	a.publish("build", 0, 1, 1)
+	waitFor(t, "the first export", func() bool { return lastID(b.h, "a.build") == 1 })
+	a.publish("build", 1, total-1, 1000)
+	waitFor(t, "the mirror to catch up", func() bool { return lastID(b.h, "a.build") >= total })
+	checkMirror(t, mirrored(t, b.h, "a.build"), "a", "build", total)
+	waitFor(t, "the export lag to drain", func() bool { return a.br.Status().Lag == 0 })
+	if st := a.br.Status(); st.Lost != 0 || st.Exported != total {
+		t.Errorf("status of a: exported %d, lost %d; want %d, 0", st.Exported, st.Lost, total)
+	}
+	if got := a.j.BacklogBytes(); got != 0 {
+		t.Errorf("backlog after export = %d bytes, want 0", got)
+	}
+}
+
+func TestABacklogPastItsBoundIsCountedLost(t *testing.T) {
+	srv := natstest.Start(t)
+	a := startNodeRing(t, upstream.Config{URLs: []string{srv.URL()}, Node: "a", Export: []string{"build*"}, BacklogBytes: 20000}, 100)
+	b := startNode(t, upstream.Config{URLs: []string{srv.URL()}, Node: "b", Import: []string{"a/*"}})
+	a.publish("build", 0, 10, 10)
+	waitFor(t, "the first export", func() bool { return lastID(b.h, "a.build") == 10 })
+	srv.Kill()
+	const total = 5010 // far more than 20,000 bytes of backlog
+	a.publish("build", 10, total-10, 100)
+	if got := a.j.BacklogBytes(); got > 20000+1000 {
+		t.Errorf("backlog while NATS is down = %d bytes, want at most its bound, 20000", got)
+	}
+	srv.Restart()
+	waitFor(t, "the export lag to drain", func() bool { return a.br.Status().Lag == 0 })
+	st := a.br.Status()
+	if st.Lost == 0 || st.Exported+st.Lost != total {
+		t.Errorf("status of a: exported %d, lost %d; want them to add up to %d, lost > 0", st.Exported, st.Lost, total)
+	}
+	waitFor(t, "the mirror's last event", func() bool { return lastID(b.h, "a.build") == st.Exported })
 }

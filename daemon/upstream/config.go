@@ -44,10 +44,17 @@ type Config struct {
 	// TLSCA is a PEM file of the CAs that sign the server's certificate
 	// (key tls_ca); default the system's.
 	TLSCA string
+	// BacklogBytes bounds what the journal keeps, for every exported
+	// session together, of events NATS has not confirmed beyond what the
+	// rings retain (key backlog_bytes); default DefaultBacklogBytes.
+	BacklogBytes int64
 }
 
+// DefaultBacklogBytes is Config.BacklogBytes's default, 1 GiB.
+const DefaultBacklogBytes = 1 << 30
+
 // Keys are the keys the [upstream] table may hold.
-var Keys = []string{"url", "node", "stream", "export", "import", "creds", "tls_cert", "tls_key", "tls_ca"}
+var Keys = []string{"url", "node", "stream", "export", "import", "creds", "tls_cert", "tls_key", "tls_ca", "backlog_bytes"}
 
 // ReloadableKeys are the keys a reload may change; a change of any other
 // needs a restart.
@@ -99,6 +106,9 @@ func (c *Config) Fill() {
 	if c.Node == "" {
 		c.Node = DefaultNode()
 	}
+	if c.BacklogBytes == 0 {
+		c.BacklogBytes = DefaultBacklogBytes
+	}
 }
 
 // Validate checks every key, as filled; the error is a *ConfigError
@@ -117,6 +127,9 @@ func (c *Config) Validate() error {
 	}
 	if !nodeRe.MatchString(c.Node) {
 		return keyError("node", "%q: want [a-z0-9][a-z0-9-]{0,62}", c.Node)
+	}
+	if c.BacklogBytes < 1 {
+		return keyError("backlog_bytes", "%d: want a positive number of bytes", c.BacklogBytes)
 	}
 	if !streamRe.MatchString(c.Stream) {
 		return keyError("stream", "%q: want 1 to 64 of A-Z a-z 0-9 _ -", c.Stream)

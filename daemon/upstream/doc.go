@@ -28,8 +28,12 @@
 // publish of a round waits for its acknowledgement before the next is
 // sent: together these keep the stream in id order. Publishing to the bus
 // never waits for any of this: an exporter that falls behind is evicted
-// from the bus like a slow reader and resumes from the ring; events the
-// ring no longer holds are counted as lost and logged.
+// from the bus like a slow reader. The journal holds what it has not had
+// confirmed beyond the ring (Options.Backlog, Journal.HoldExport, up to
+// backlog_bytes), and each round first reads that backlog from the
+// cursor on (Journal.ReadExport) until it has caught up, then subscribes
+// to the ring from the last event it sent. Events the backlog dropped
+// are counted as lost and logged with their range.
 //
 // # Import
 //

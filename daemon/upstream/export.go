@@ -98,6 +98,9 @@ func (e *exporter) run() {
 	if c, ok := decodeExportCursor(v); ok {
 		e.acked, e.saved, e.has = c, c, true
 	}
+	if bl := e.b.opts.Backlog; bl != nil {
+		bl.HoldExport(e.session, e.acked.epoch, e.acked.id)
+	}
 	backoff := 100 * time.Millisecond
 	for {
 		if !e.b.ready(e.ctx) {
@@ -142,6 +145,9 @@ func (e *exporter) save() {
 	e.mu.Lock()
 	e.saved = c
 	e.mu.Unlock()
+	if bl := e.b.opts.Backlog; bl != nil {
+		bl.HoldExport(e.session, c.epoch, c.id)
+	}
 }
 
 // inflight is one publish waiting for its acknowledgement.
@@ -160,6 +166,46 @@ func (e *exporter) round() error {
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
 	cur, has := e.cursor()
+	acks := make(chan inflight, e.b.opts.Window)
+	ackErr := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() { e.readAcks(ctx, acks, ackErr) })
+	defer func() {
+		close(acks)
+		wg.Wait()
+	}()
+
+	// Behind the ring, read the journal's backlog until caught up.
+	first := true
+	if bl := e.b.opts.Backlog; has && bl != nil {
+		var batch []*bus.Frame
+		for {
+			batch = bl.ReadExport(e.session, cur.epoch, cur.id+1, backlogBatch, batch[:0])
+			if len(batch) == 0 {
+				break
+			}
+			if batch[0].ID > cur.id+1 {
+				e.lose(cur.id+1, batch[0].ID-1)
+			}
+			for _, f := range batch {
+				if !f.Reserved() {
+					if err := e.publish(ctx, f, exportCursor{cur.epoch, f.ID}, first, acks, ackErr); err != nil {
+						return err
+					}
+					first = false
+				}
+				cur.id = f.ID
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			if len(batch) < backlogBatch {
+				break
+			}
+		}
+		clear(batch)
+	}
+
 	opts := bus.SubscribeOptions{Cursor: new(uint64), MaxQueued: grammar.MaxMaxQueued}
 	if has {
 		*opts.Cursor, opts.Epoch = cur.id, cur.epoch
@@ -173,17 +219,7 @@ func (e *exporter) round() error {
 	}
 	defer sub.Close()
 
-	acks := make(chan inflight, e.b.opts.Window)
-	ackErr := make(chan error, 1)
-	var wg sync.WaitGroup
-	wg.Go(func() { e.readAcks(ctx, acks, ackErr) })
-	defer func() {
-		close(acks)
-		wg.Wait()
-	}()
-
 	epoch := cur.epoch
-	first := true
 	var frames []*bus.Frame
 	for {
 		select {
@@ -238,6 +274,21 @@ func (e *exporter) round() error {
 			return nil
 		}
 	}
+}
+
+// backlogBatch is the most events read from the journal's backlog at once.
+const backlogBatch = 1024
+
+// lose counts and logs the ids from..to, which the backlog dropped before
+// they were exported.
+func (e *exporter) lose(from, to uint64) {
+	n := to - from + 1
+	e.mu.Lock()
+	e.lost += n
+	e.mu.Unlock()
+	e.b.lost.Add(n)
+	e.b.logger.Warn("upstream: events dropped before export (backlog_bytes reached)", "session", e.session,
+		"from", from, "to", to, "lost", n)
 }
 
 // gap logs and counts what the ring no longer held.
