@@ -346,7 +346,21 @@ func (e *exporter) publish(ctx context.Context, f *bus.Frame, at exportCursor, f
 
 // readAcks advances the cursor over acknowledgements in publish order,
 // and stops advancing at the first failure, which it reports on ackErr.
+// The cursor is written by a goroutine of its own (a journal write waits
+// for fsync), so reading acknowledgements never waits for the disk.
 func (e *exporter) readAcks(ctx context.Context, acks <-chan inflight, ackErr chan<- error) {
+	kick := make(chan struct{}, 1)
+	saved := make(chan struct{})
+	go func() {
+		defer close(saved)
+		for range kick {
+			e.save()
+		}
+	}()
+	defer func() {
+		close(kick)
+		<-saved
+	}()
 	failed := false
 	last := time.Now()
 	for p := range acks {
@@ -357,7 +371,10 @@ func (e *exporter) readAcks(ctx context.Context, acks <-chan inflight, ackErr ch
 		case <-p.fut.Ok():
 			e.advance(p.at)
 			if len(acks) == 0 || time.Since(last) >= e.b.opts.CursorInterval {
-				e.save()
+				select {
+				case kick <- struct{}{}:
+				default: // a write is pending; it takes the newest cursor
+				}
 				last = time.Now()
 			}
 		case err := <-p.fut.Err():
