@@ -240,10 +240,6 @@ type Setting struct {
 	// Path marks a path: a relative value in a file is taken relative to
 	// the file's directory, and its flag takes a file name.
 	Path bool
-	// Reloadable reports whether a reload applies a new value to the
-	// running daemon. A new value of any other setting is kept aside until
-	// a restart, and the reload names it in its log.
-	Reloadable bool
 	// DefaultRule states the default of a setting whose default depends on
 	// who runs the daemon and where ("" for a fixed default); the commented
 	// configuration file (DefaultsFile) writes it instead of a value.
@@ -313,47 +309,41 @@ func (s Setting) Default() string {
 // caller's.
 func Settings() []Setting { return slices.Clone(settings) }
 
-// settings is the settings table. A setting is Reloadable unless the running
-// daemon cannot take a new value: the listeners are made (socket,
-// socket_mode, socket_group, listen_tcp), the logger is made (log_format),
-// the journal is open (state_dir,
-// durability, fsync, fsync_interval), and the http.Server's timeouts and
-// header limit (read_header_timeout, idle_timeout, max_header_bytes) are
-// read by its serving goroutines without a lock, so changing them while it
-// runs would be a data race.
+// settings is the settings table. Which of them a reload applies is the
+// reloadable list (reload_keys.go), the one list of reloadable keys.
 var settings = []Setting{
 	{Key: "socket", Path: true, Env: "LOCALBUS_SOCKET", DefaultRule: "/run/localbus/localbus.sock for root, else $XDG_RUNTIME_DIR/localbus/localbus.sock; $LOCALBUS_SOCKET when set", Usage: "Unix socket path (ignored under socket activation)", field: func(c *Config) any { return &c.Socket }},
 	{Key: "socket_mode", Usage: "permission of the socket file, octal", field: func(c *Config) any { return &c.SocketMode }},
 	{Key: "socket_group", DefaultRule: "the daemon's own group", Usage: "group of the socket file (default: the daemon's group)", field: func(c *Config) any { return &c.SocketGroup }},
-	{Key: "unix_auth", Reloadable: true, Usage: `socket authorization: "peer" (credentials) or "key"`, field: func(c *Config) any { return &c.UnixAuth }},
-	{Key: "unix_peer_scopes", Reloadable: true, Usage: "scopes of socket peers other than root and the daemon's user", field: func(c *Config) any { return &c.UnixPeerScopes }},
+	{Key: "unix_auth", Usage: `socket authorization: "peer" (credentials) or "key"`, field: func(c *Config) any { return &c.UnixAuth }},
+	{Key: "unix_peer_scopes", Usage: "scopes of socket peers other than root and the daemon's user", field: func(c *Config) any { return &c.UnixPeerScopes }},
 	{Key: "listen_tcp", Usage: `TCP address to serve on, e.g. "127.0.0.1:8001" (default: off)`, field: func(c *Config) any { return &c.ListenTCP }},
-	{Key: "allow_remote", Reloadable: true, Usage: "allow a non-loopback listen_tcp address", field: func(c *Config) any { return &c.AllowRemote }},
-	{Key: "allowed_origins", Reloadable: true, Usage: "browser origins accepted on TCP", field: func(c *Config) any { return &c.AllowedOrigins }},
-	{Key: "allowed_hosts", Reloadable: true, Usage: "Host header values accepted on TCP besides loopback", field: func(c *Config) any { return &c.AllowedHosts }},
-	{Key: "keys_file", Path: true, DefaultRule: "keys.json in the directory of this file", Reloadable: true, Usage: "file of hashed keys", field: func(c *Config) any { return &c.KeysFile }},
-	{Key: "ring_size", Reloadable: true, Usage: "events each bus keeps for replay", field: func(c *Config) any { return &c.RingSize }},
-	{Key: "ring_max_bytes", Reloadable: true, Usage: "bytes of events each bus keeps for replay", field: func(c *Config) any { return &c.RingMaxBytes }},
-	{Key: "max_ring_bytes_total", Reloadable: true, Usage: "bytes of events the rings of every bus keep together", field: func(c *Config) any { return &c.MaxRingBytesTotal }},
-	{Key: "max_queued", Reloadable: true, Usage: "live frames a subscriber may have queued", field: func(c *Config) any { return &c.MaxQueued }},
-	{Key: "max_queued_bytes", Reloadable: true, Usage: "live bytes a subscriber may have queued", field: func(c *Config) any { return &c.MaxQueuedBytes }},
-	{Key: "max_subscribers", Reloadable: true, Usage: "subscribers per bus", field: func(c *Config) any { return &c.MaxSubscribers }},
-	{Key: "max_subscribers_total", Reloadable: true, Usage: "subscribers of all buses together", field: func(c *Config) any { return &c.MaxSubscribersTotal }},
-	{Key: "max_sessions", Reloadable: true, Usage: "number of sessions", field: func(c *Config) any { return &c.MaxSessions }},
-	{Key: "max_auto_sessions", Reloadable: true, Usage: "number of sessions a publish may create", field: func(c *Config) any { return &c.MaxAutoSessions }},
-	{Key: "auto_session_ttl", Reloadable: true, Usage: `idle time after which a session a publish created is deleted ("0": never)`, field: func(c *Config) any { return &c.AutoSessionTTL }},
-	{Key: "auto_create_sessions", Reloadable: true, Usage: "create a missing session on publish", field: func(c *Config) any { return &c.AutoCreateSessions }},
-	{Key: "max_event_bytes", Reloadable: true, Usage: "size limit of one event", field: func(c *Config) any { return &c.MaxEventBytes }},
-	{Key: "max_body_bytes", Reloadable: true, Usage: "size limit of one request body", field: func(c *Config) any { return &c.MaxBodyBytes }},
-	{Key: "max_inflight_body_bytes", Reloadable: true, Usage: "request bodies being read at once", field: func(c *Config) any { return &c.MaxInflightBodyBytes }},
-	{Key: "peer_share", Reloadable: true, Usage: "fraction of each shared pool one peer other than root may hold (1: no shares)", field: func(c *Config) any { return &c.PeerShare }},
-	{Key: "idempotency_window", Reloadable: true, Usage: "how long a publish's Idempotency-Key is remembered", field: func(c *Config) any { return &c.IdempotencyWindow }},
+	{Key: "allow_remote", Usage: "allow a non-loopback listen_tcp address", field: func(c *Config) any { return &c.AllowRemote }},
+	{Key: "allowed_origins", Usage: "browser origins accepted on TCP", field: func(c *Config) any { return &c.AllowedOrigins }},
+	{Key: "allowed_hosts", Usage: "Host header values accepted on TCP besides loopback", field: func(c *Config) any { return &c.AllowedHosts }},
+	{Key: "keys_file", Path: true, DefaultRule: "keys.json in the directory of this file", Usage: "file of hashed keys", field: func(c *Config) any { return &c.KeysFile }},
+	{Key: "ring_size", Usage: "events each bus keeps for replay", field: func(c *Config) any { return &c.RingSize }},
+	{Key: "ring_max_bytes", Usage: "bytes of events each bus keeps for replay", field: func(c *Config) any { return &c.RingMaxBytes }},
+	{Key: "max_ring_bytes_total", Usage: "bytes of events the rings of every bus keep together", field: func(c *Config) any { return &c.MaxRingBytesTotal }},
+	{Key: "max_queued", Usage: "live frames a subscriber may have queued", field: func(c *Config) any { return &c.MaxQueued }},
+	{Key: "max_queued_bytes", Usage: "live bytes a subscriber may have queued", field: func(c *Config) any { return &c.MaxQueuedBytes }},
+	{Key: "max_subscribers", Usage: "subscribers per bus", field: func(c *Config) any { return &c.MaxSubscribers }},
+	{Key: "max_subscribers_total", Usage: "subscribers of all buses together", field: func(c *Config) any { return &c.MaxSubscribersTotal }},
+	{Key: "max_sessions", Usage: "number of sessions", field: func(c *Config) any { return &c.MaxSessions }},
+	{Key: "max_auto_sessions", Usage: "number of sessions a publish may create", field: func(c *Config) any { return &c.MaxAutoSessions }},
+	{Key: "auto_session_ttl", Usage: `idle time after which a session a publish created is deleted ("0": never)`, field: func(c *Config) any { return &c.AutoSessionTTL }},
+	{Key: "auto_create_sessions", Usage: "create a missing session on publish", field: func(c *Config) any { return &c.AutoCreateSessions }},
+	{Key: "max_event_bytes", Usage: "size limit of one event", field: func(c *Config) any { return &c.MaxEventBytes }},
+	{Key: "max_body_bytes", Usage: "size limit of one request body", field: func(c *Config) any { return &c.MaxBodyBytes }},
+	{Key: "max_inflight_body_bytes", Usage: "request bodies being read at once", field: func(c *Config) any { return &c.MaxInflightBodyBytes }},
+	{Key: "peer_share", Usage: "fraction of each shared pool one peer other than root may hold (1: no shares)", field: func(c *Config) any { return &c.PeerShare }},
+	{Key: "idempotency_window", Usage: "how long a publish's Idempotency-Key is remembered", field: func(c *Config) any { return &c.IdempotencyWindow }},
 	{Key: "max_header_bytes", Usage: "size limit of a request's headers", field: func(c *Config) any { return &c.MaxHeaderBytes }},
-	{Key: "keepalive", Reloadable: true, Usage: "SSE comment and WebSocket ping interval", field: func(c *Config) any { return &c.Keepalive }},
-	{Key: "shutdown_timeout", Reloadable: true, Usage: "time allowed for a graceful shutdown", field: func(c *Config) any { return &c.ShutdownTimeout }},
+	{Key: "keepalive", Usage: "SSE comment and WebSocket ping interval", field: func(c *Config) any { return &c.Keepalive }},
+	{Key: "shutdown_timeout", Usage: "time allowed for a graceful shutdown", field: func(c *Config) any { return &c.ShutdownTimeout }},
 	{Key: "read_header_timeout", Usage: "time a client has to send request headers", field: func(c *Config) any { return &c.ReadHeaderTimeout }},
 	{Key: "idle_timeout", Usage: "idle time of a keep-alive HTTP connection", field: func(c *Config) any { return &c.IdleTimeout }},
-	{Key: "log_level", Reloadable: true, Usage: "debug, info, warn or error", field: func(c *Config) any { return &c.LogLevel }},
+	{Key: "log_level", Usage: "debug, info, warn or error", field: func(c *Config) any { return &c.LogLevel }},
 	{Key: "log_format", Usage: `log lines: "text" or "json"`, field: func(c *Config) any { return &c.LogFormat }},
 	{Key: "state_dir", Path: true, DefaultRule: "$STATE_DIRECTORY (set by systemd's StateDirectory=), else /var/lib/localbus for root, else $XDG_STATE_HOME/localbus (~/.local/state/localbus)", Usage: "directory of the journal", field: func(c *Config) any { return &c.StateDir }},
 	{Key: "durability", Usage: `"disk" (journal) or "memory"`, field: func(c *Config) any { return &c.Durability }},
@@ -381,24 +371,6 @@ func (c Config) Diff(next Config) []string {
 		}
 	}
 	return keys
-}
-
-// keepRestartSettings sets every setting of next that is not Reloadable
-// to its value in running, and returns the keys of those whose values
-// differed: what a reload from running to next leaves for a restart.
-func keepRestartSettings(running Config, next *Config) []string {
-	var kept []string
-	for _, s := range settings {
-		if s.Reloadable {
-			continue
-		}
-		old, cur := reflect.ValueOf(s.field(&running)).Elem(), reflect.ValueOf(s.field(next)).Elem()
-		if !reflect.DeepEqual(old.Interface(), cur.Interface()) {
-			kept = append(kept, s.Key)
-			cur.Set(old)
-		}
-	}
-	return kept
 }
 
 // formatValue formats the value a field points to as its flag would take

@@ -35,7 +35,7 @@ func DefaultsFile(set map[string]string) ([]byte, error) {
 	for _, s := range settings {
 		b.WriteString("\n")
 		restart := ""
-		if !s.Reloadable {
+		if !s.Reloadable() {
 			restart = " A change needs a restart."
 		}
 		if s.Env != "" {

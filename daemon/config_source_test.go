@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/localbus/localbus/daemon/upstream"
 )
 
 // emptyConfig returns the path of an empty configuration file.
@@ -309,7 +311,7 @@ func TestReloadKeepsEveryRestartSettingAndAppliesTheRest(t *testing.T) {
 	// full.toml sets every key away from its default, so every setting
 	// changes from running to next.
 	running, next := Defaults(), fullConfig()
-	kept := keepRestartSettings(running, &next)
+	kept := keepRestartValues(running, &next)
 	if !slices.Equal(kept, restartOnly) {
 		t.Errorf("kept %q, want %q", kept, restartOnly)
 	}
@@ -325,13 +327,38 @@ func TestReloadKeepsEveryRestartSettingAndAppliesTheRest(t *testing.T) {
 	}
 }
 
+func TestTheReloadableListNamesKeys(t *testing.T) {
+	t.Parallel()
+	for key := range reloadable {
+		table, k, ok := strings.Cut(key, ".")
+		if ok {
+			if table != upstreamKey || !slices.Contains(upstream.Keys, k) {
+				t.Errorf("reloadable names %q, which is not a key of the [upstream] table", key)
+			}
+			continue
+		}
+		if _, ok := lookupSetting(key); !ok {
+			t.Errorf("reloadable names %q, which is not a setting", key)
+		}
+	}
+	fields := upstreamFields(&upstream.Config{})
+	for _, k := range upstream.Keys {
+		if fields[k] == nil {
+			t.Errorf("upstreamFields has no field for upstream.%s", k)
+		}
+	}
+	if len(fields) != len(upstream.Keys) {
+		t.Errorf("upstreamFields has %d keys, upstream.Keys %d", len(fields), len(upstream.Keys))
+	}
+}
+
 func TestReloadWithoutRestartChangesKeepsNothing(t *testing.T) {
 	t.Parallel()
 	running := Defaults()
 	next := running
 	next.RingSize++
 	next.Keepalive *= 2
-	if kept := keepRestartSettings(running, &next); kept != nil {
+	if kept := keepRestartValues(running, &next); kept != nil {
 		t.Errorf("kept %q, want nothing", kept)
 	}
 	if next.RingSize != running.RingSize+1 || next.Keepalive != running.Keepalive*2 {

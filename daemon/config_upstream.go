@@ -3,8 +3,6 @@ package daemon
 import (
 	"errors"
 	"path/filepath"
-	"reflect"
-	"slices"
 	"sort"
 
 	"github.com/BurntSushi/toml"
@@ -115,32 +113,4 @@ func (c Config) upstreamProblems() []*ConfigError {
 		return []*ConfigError{{Key: ce.Key, Msg: ce.Reason}}
 	}
 	return []*ConfigError{{Key: upstreamKey, Msg: err.Error()}}
-}
-
-// keepUpstreamRestart keeps in next the running [upstream] table but for
-// its reloadable keys (export, import), and returns the keys whose new
-// values wait for a restart. Adding or removing the table needs a restart.
-func keepUpstreamRestart(running Config, next *Config) []string {
-	old, cur := running.Upstream, next.Upstream
-	switch {
-	case old == nil && cur == nil:
-		return nil
-	case old == nil || cur == nil:
-		next.Upstream = old
-		return []string{upstreamKey}
-	}
-	kept := *old
-	kept.Export, kept.Import = cur.Export, cur.Import
-	var keys []string
-	probe := *cur
-	probe.Export, probe.Import = old.Export, old.Import
-	if !reflect.DeepEqual(probe, *old) {
-		for _, k := range upstream.Keys {
-			if !slices.Contains(upstream.ReloadableKeys, k) {
-				keys = append(keys, upstreamKey+"."+k)
-			}
-		}
-	}
-	next.Upstream = &kept
-	return keys
 }

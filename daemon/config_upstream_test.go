@@ -121,16 +121,20 @@ func TestReloadChangesOnlyUpstreamPatterns(t *testing.T) {
 	t.Parallel()
 	running := Config{Upstream: &upstream.Config{URLs: []string{"nats://a:1"}, Node: "a", Stream: "S", Export: []string{"x"}}}
 	next := Config{Upstream: &upstream.Config{URLs: []string{"nats://b:1"}, Node: "a", Stream: "S", Export: []string{"y"}, Import: []string{"b/*"}}}
-	kept := keepUpstreamRestart(running, &next)
-	if !slices.Contains(kept, "upstream.url") {
-		t.Errorf("kept = %q, want upstream.url among the keys left for a restart", kept)
+	file := next.Upstream
+	kept := keepRestartValues(running, &next)
+	if !slices.Equal(kept, []string{"upstream.url"}) {
+		t.Errorf("kept = %q, want exactly upstream.url left for a restart", kept)
+	}
+	if file.URLs[0] != "nats://b:1" {
+		t.Errorf("keepRestartValues changed the loaded table: url %q", file.URLs[0])
 	}
 	want := &upstream.Config{URLs: []string{"nats://a:1"}, Node: "a", Stream: "S", Export: []string{"y"}, Import: []string{"b/*"}}
 	if diff := cmp.Diff(want, next.Upstream); diff != "" {
 		t.Errorf("reloaded Upstream mismatch (-want +got):\n%s", diff)
 	}
 	noTable := Config{}
-	if kept := keepUpstreamRestart(running, &noTable); !slices.Equal(kept, []string{"upstream"}) || noTable.Upstream == nil {
+	if kept := keepRestartValues(running, &noTable); !slices.Equal(kept, []string{"upstream"}) || noTable.Upstream == nil {
 		t.Errorf("removing the table on reload: kept %q, Upstream %v; want it kept for a restart", kept, noTable.Upstream)
 	}
 }

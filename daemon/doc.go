@@ -135,10 +135,15 @@
 //     it is now, under the flags and environment variables of the start. An
 //     invalid configuration is refused: the running one is kept, the error
 //     is logged (SIGHUP) or answered to the caller (POST).
-//  4. One loop over the settings table: a setting that is not Reloadable
-//     keeps its running value, and the ones whose new value differed are
-//     named in one warning ("these settings change only on restart").
-//  5. The keys file is read again; an invalid one refuses the reload.
+//  4. planReload decides everything before anything changes: one loop over
+//     the settings table and the [upstream] keys, against the one list of
+//     reloadable keys (reload_keys.go), keeps the running value of every
+//     other key and names the ones whose new value differed (the reply's
+//     restartNeeded, and one warning, "these settings change only on
+//     restart"); the result is validated as a whole, the keys file is read
+//     again and the hub's options are checked. Any failure refuses the
+//     reload with nothing changed.
+//  5. applyReload applies the plan; none of its steps can fail.
 //  6. The hub takes the new limits (every bus at once; a session created
 //     with its own ring size keeps it), the router its new options (new
 //     streams get the new keepalive), the logger its level.

@@ -255,8 +255,8 @@ func TestLogsTellTheOperatorWhatHappened(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.WriteConfig(t, "log_level = \"debug\"\nmax_sessions = 3\nmax_queued_bytes = 65536\nidle_timeout = \"1m\"\n")
-	if status, body := d.Do(t, "POST", "/api/v1/reload", ""); status != 200 {
-		t.Fatalf("reload = %d %s", status, body)
+	if status, body := d.Do(t, "POST", "/api/v1/reload", ""); status != 200 || string(body) != `{"reloaded":true,"restartNeeded":["idle_timeout"]}`+"\n" {
+		t.Fatalf("reload = %d %q, want 200 naming idle_timeout as waiting for a restart", status, body)
 	}
 	waitLine(t, d, "msg=reloaded", "changed=[max_sessions]", "kept_until_restart=[idle_timeout]", "keys_added=[ci]")
 	if strings.Contains(d.Stderr(), secret) {

@@ -124,7 +124,7 @@ loop:
 			d.log.Error("serve", "err", err)
 			break loop
 		case <-hup:
-			d.reload() // logged by reload
+			_, _ = d.reload() // logged by reload
 		}
 	}
 	d.shutdown(listeners, cancelRequests)

@@ -300,7 +300,7 @@ func newRouteFixture(t *testing.T, mod func(*Auth), opts ...func(*Options)) *rou
 	o := Options{
 		Hub:          hb,
 		Authenticate: a.Authenticate,
-		Reload:       func(context.Context) error { return nil },
+		Reload:       func(context.Context) ([]string, error) { return nil, nil },
 		Logger:       slog.New(slog.NewTextHandler(f.log, nil)),
 	}
 	for _, opt := range opts {

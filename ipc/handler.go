@@ -90,8 +90,9 @@ type Options struct {
 	// MaxStreams limits the streams open at once across every bus
 	// (max_subscribers_total); 0 means no limit beyond each bus's own.
 	MaxStreams int
-	// Reload is called by POST /api/v1/reload; nil answers 503.
-	Reload func(context.Context) error
+	// Reload is called by POST /api/v1/reload and returns the changed
+	// keys that wait for a restart; nil answers 503.
+	Reload func(context.Context) (restartNeeded []string, err error)
 	// Version is reported by /api/v1/caps.
 	Version string
 	// KeysFile is the keys file's absolute path, which /api/v1/caps

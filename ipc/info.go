@@ -43,11 +43,15 @@ func (h *Handler) serveReload(w http.ResponseWriter, r *http.Request, c Caller) 
 		writeError(w, errorf(http.StatusServiceUnavailable, wire.CodeReloadUnavailable, "this daemon cannot reload"))
 		return
 	}
-	if err := o.Reload(r.Context()); err != nil {
+	restart, err := o.Reload(r.Context())
+	if err != nil {
 		writeError(w, errorf(http.StatusBadRequest, wire.CodeReloadRefused, "%v", err))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "reloaded"})
+	if restart == nil {
+		restart = []string{}
+	}
+	writeJSON(w, http.StatusOK, wire.ReloadReply{Reloaded: true, RestartNeeded: restart})
 }
 
 func (h *Handler) serveMetrics(w http.ResponseWriter, r *http.Request, c Caller) {

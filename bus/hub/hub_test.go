@@ -226,9 +226,7 @@ func TestSetOptionsAppliesRingLimitsButKeepsASessionsOwnRingSize(t *testing.T) {
 		h.Publish("own", []bus.Event{ev("a:b", i)})
 		h.Publish("dflt", []bus.Event{ev("a:b", i)})
 	}
-	if err := h.SetOptions(hub.Options{AutoCreate: true, Limits: bus.Limits{RingSize: 3}}); err != nil {
-		t.Fatal(err)
-	}
+	h.SetOptions(hub.Options{AutoCreate: true, Limits: bus.Limits{RingSize: 3}})
 	own, _ := h.Session("own")
 	dflt, _ := h.Session("dflt")
 	if n := own.Bus.Stats().RingLen; n != 5 {
@@ -321,9 +319,17 @@ func TestRefusedSetOptionsChangesNothing(t *testing.T) {
 				Limits: bus.Limits{RingSize: 3, MaxSubscribers: 1},
 			}
 			tc.bad(&next)
-			if err := h.SetOptions(next); !bus.IsInputError(err) {
-				t.Fatalf("SetOptions(%+v) = %v, want an *InputError", next, err)
+			if err := next.Validate(); !bus.IsInputError(err) {
+				t.Fatalf("Validate(%+v) = %v, want an *InputError", next, err)
 			}
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Errorf("SetOptions(%+v) did not panic on options Validate refuses", next)
+					}
+				}()
+				h.SetOptions(next)
+			}()
 			if got := h.Global().Stats().Limits; got != wantGlobal {
 				t.Errorf("global limits = %+v, want %+v", got, wantGlobal)
 			}

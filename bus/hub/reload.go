@@ -1,15 +1,23 @@
 package hub
 
-// SetOptions applies new limits and settings (on reload): it checks every
-// one first and, when one is refused, returns its *bus.InputError and
-// changes nothing; otherwise it applies them all. Ring limits apply at once
-// to every bus; a session created with its own ring size keeps it. The
-// Journal, GlobalEpoch, Logger and Now of New stay.
-func (h *Hub) SetOptions(opts Options) error {
-	opts.fill()
-	if err := opts.Limits.Validate(); err != nil {
-		return err
+// Validate reports the first option SetOptions would refuse, as a
+// *bus.InputError, or nil.
+func (o Options) Validate() error {
+	o.fill()
+	return o.Limits.Validate()
+}
+
+// SetOptions applies new limits and settings (on reload). opts must have
+// passed Validate, which a reload checks before it changes anything: so
+// SetOptions cannot fail, and it panics on options Validate refuses, as a
+// caller's bug. Ring limits apply at once to every bus; a session created
+// with its own ring size keeps it. The Journal, GlobalEpoch, Logger and Now
+// of New stay.
+func (h *Hub) SetOptions(opts Options) {
+	if err := opts.Validate(); err != nil {
+		panic("hub: SetOptions with options Validate refuses: " + err.Error())
 	}
+	opts.fill()
 	// Nothing below fails: the limits passed Validate, and a session's own
 	// ring size passed Create's check.
 	h.global.SetLimits(opts.Limits)
@@ -32,5 +40,4 @@ func (h *Hub) SetOptions(opts Options) error {
 		s.consumers.SetLimit(opts.MaxConsumers, opts.PeerShare)
 	}
 	h.TrimRings()
-	return nil
 }

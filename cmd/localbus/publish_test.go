@@ -394,6 +394,17 @@ func TestStatusAndReload(t *testing.T) {
 	p.waitStderr(t, "localbus: the daemon is reloading its configuration; reconnecting")
 	p.waitStderr(t, "localbus: reconnected; resuming after event 2")
 
+	// A change the running daemon cannot take is named on stderr; the
+	// reload still succeeds for the rest.
+	d.WriteConfig(t, "listen_tcp = \"127.0.0.1:0\"\nidle_timeout = \"1m\"\nmax_sessions = 7\n")
+	r = runBin(t, "", "reload", "--socket", d.Socket)
+	if r.code != 0 || r.stdout != "reloaded\n" || r.stderr != "these changed settings keep their running values until the daemon restarts: listen_tcp, idle_timeout\n" {
+		t.Errorf("reload with restart-only changes: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if caps, err := c.Caps(t.Context()); err != nil || caps.Limits.MaxSessions != 7 {
+		t.Errorf("after the reload: max_sessions %+v, %v; want 7 applied", caps.Limits, err)
+	}
+
 	nowhere := filepath.Join(t.TempDir(), "none.sock")
 	for _, cmd := range []string{"status", "reload"} {
 		r := runBin(t, "", cmd, "--socket", nowhere)

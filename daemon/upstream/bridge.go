@@ -233,12 +233,15 @@ func (b *Bridge) Node() string { return b.cfg.Node }
 
 // SetPatterns replaces the export and import patterns (on reload):
 // exporters of sessions that no longer match stop, importers of removed
-// patterns stop, new ones start. The patterns must be valid (Validate).
-func (b *Bridge) SetPatterns(export, imports []string) error {
+// patterns stop, new ones start. The patterns must be valid: a reload
+// checks them with Config.Validate before it changes anything, so
+// SetPatterns cannot fail, and it panics on patterns Validate refuses, as a
+// caller's bug.
+func (b *Bridge) SetPatterns(export, imports []string) {
 	c := b.cfg
 	c.Export, c.Import = export, imports
 	if err := c.Validate(); err != nil {
-		return err
+		panic("upstream: SetPatterns with patterns Validate refuses: " + err.Error())
 	}
 	b.mu.Lock()
 	b.pat.Store(&patterns{export: export, imports: imports})
@@ -246,7 +249,6 @@ func (b *Bridge) SetPatterns(export, imports []string) error {
 	b.mu.Unlock()
 	b.wake()
 	b.logger.Info("upstream: patterns changed", "export", export, "import", imports)
-	return nil
 }
 
 // isMirror reports whether id names a mirror: <node>.<session> of another

@@ -56,10 +56,6 @@ const DefaultBacklogBytes = 1 << 30
 // Keys are the keys the [upstream] table may hold.
 var Keys = []string{"url", "node", "stream", "export", "import", "creds", "tls_cert", "tls_key", "tls_ca", "backlog_bytes"}
 
-// ReloadableKeys are the keys a reload may change; a change of any other
-// needs a restart.
-var ReloadableKeys = []string{"export", "import"}
-
 var (
 	nodeRe   = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 	streamRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)

@@ -26,7 +26,7 @@ func TestUnreachableDaemonIsTyped(t *testing.T) {
 	calls := map[string]func() error{
 		"Publish": func() error { _, err := c.Publish(ctx, "s", "a:b", 1); return err },
 		"Caps":    func() error { _, err := c.Caps(ctx); return err },
-		"Reload":  func() error { return c.Reload(ctx) },
+		"Reload":  func() error { _, err := c.Reload(ctx); return err },
 		"Stream": func() error {
 			st, err := c.Stream(ctx, client.StreamOptions{Session: "s"})
 			if err == nil {
@@ -228,8 +228,8 @@ func TestSessionCalls(t *testing.T) {
 	if err != nil || caps.SchemaVersion != bus.SchemaVersion || len(caps.Features) == 0 {
 		t.Errorf("Caps = %+v, %v", caps, err)
 	}
-	if err := c.Reload(ctx); err != nil {
-		t.Errorf("Reload = %v", err)
+	if r, err := c.Reload(ctx); err != nil || !r.Reloaded || r.RestartNeeded == nil || len(r.RestartNeeded) != 0 {
+		t.Errorf("Reload = %+v, %v; want reloaded with an empty restartNeeded", r, err)
 	}
 	if err := c.Ready(ctx); err != nil {
 		t.Errorf("Ready = %v", err)

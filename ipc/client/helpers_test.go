@@ -65,9 +65,9 @@ func (d *daemon) start() {
 		d.t.Fatalf("hub.New: %v", err)
 	}
 	d.hub = h
-	d.h = ipc.New(ipc.Options{Hub: h, Authenticate: ipctest.AllowAll, Logger: slog.New(slog.DiscardHandler), Reload: func(context.Context) error {
+	d.h = ipc.New(ipc.Options{Hub: h, Authenticate: ipctest.AllowAll, Logger: slog.New(slog.DiscardHandler), Reload: func(context.Context) ([]string, error) {
 		h.EndStreams(bus.EndReload)
-		return nil
+		return nil, nil
 	}})
 	ln, err := net.Listen("unix", d.sock)
 	if err != nil {

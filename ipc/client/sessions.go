@@ -16,6 +16,10 @@ type SessionInfo = wire.SessionInfo
 // features and limits.
 type Caps = wire.Caps
 
+// ReloadReply is the daemon's answer to Reload: RestartNeeded names the
+// changed keys that wait for a restart.
+type ReloadReply = wire.ReloadReply
+
 // CreateSession creates a session named id, with a ring of ringSize events
 // (0: the daemon's ring_size). An empty id lets the daemon choose one; the
 // answer names it. An existing id is an *APIError that unwraps to
@@ -60,10 +64,12 @@ func (c *Client) Caps(ctx context.Context) (Caps, error) {
 // Reload makes the daemon re-read its configuration and keys, like SIGHUP.
 // A configuration the daemon refuses is an *APIError whose Message says
 // why; the daemon keeps running the old one. Open streams end with
-// stream:closed (reload) and their Streams reconnect. It needs the admin
-// scope.
-func (c *Client) Reload(ctx context.Context) error {
-	return c.do(ctx, http.MethodPost, wire.PathReload, nil, []byte("{}"), nil)
+// stream:closed (reload) and their Streams reconnect. RestartNeeded names
+// the changed keys that wait for a restart. It needs the admin scope.
+func (c *Client) Reload(ctx context.Context) (ReloadReply, error) {
+	var r ReloadReply
+	err := c.do(ctx, http.MethodPost, wire.PathReload, nil, []byte("{}"), &r)
+	return r, err
 }
 
 // Ready returns nil when the daemon answers /readyz with 200, so callers

@@ -144,7 +144,7 @@ func TestStreamResumesAcrossReloadWithoutLossOrRepeat(t *testing.T) {
 						return
 					}
 					if i == total/3 {
-						if err := c.Reload(ctx); err != nil {
+						if _, err := c.Reload(ctx); err != nil {
 							t.Errorf("Reload: %v", err)
 						}
 					}

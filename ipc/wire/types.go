@@ -30,6 +30,15 @@ type PublishReply struct {
 	LastID uint64   `json:"lastId"`
 }
 
+// ReloadReply is the body of a successful POST /api/v1/reload.
+type ReloadReply struct {
+	Reloaded bool `json:"reloaded"`
+	// RestartNeeded names the changed keys the running daemon keeps at
+	// their old values until it restarts (listen_tcp, upstream.url, …);
+	// empty, never null, when the reload applied every change.
+	RestartNeeded []string `json:"restartNeeded"`
+}
+
 // StreamReply is the final acknowledgement of a streaming publish.
 type StreamReply struct {
 	// Count is the number of events published.
