@@ -90,7 +90,7 @@ func loadFile(path string, explicit bool) (*loader, error) {
 	}
 	l.cfg.KeysFile = keysFileBeside(abs)
 
-	data, err := os.ReadFile(path)
+	data, err := readConfigFile(path)
 	if errors.Is(err, fs.ErrNotExist) && !explicit {
 		return l, nil
 	}
