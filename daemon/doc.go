@@ -39,7 +39,8 @@
 //     that shutdown waits on.
 //   - config.go: [Config], [Defaults] and the settings table.
 //   - config_load.go: [Source] and [LoadConfig], the TOML file and the set
-//     values.
+//     values; config_file.go reads the file without blocking (a FIFO
+//     there is an error, not a hang).
 //   - config_validate.go: [Config.Validate].
 //   - paths.go: the default paths, which depend on the user and environment.
 //

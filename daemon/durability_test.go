@@ -630,6 +630,50 @@ func TestStartOnAFullDiskServesReadsAndAnswers507UntilThereIsRoom(t *testing.T) 
 	}
 }
 
+// TestStartOnAFullDiskWithAnEmptyStateDir starts the daemon with a state
+// dir that holds nothing on a full disk: it starts (a service manager
+// would otherwise restart it in a loop), serves reads, answers publishes
+// 507 and, once there is room, publishes from id 1.
+func TestStartOnAFullDiskWithAnEmptyStateDir(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	journaltest.SmallDisk(t, state, 8<<20)
+	release := journaltest.Fill(t, state)
+	t.Cleanup(release)
+	d := daemontest.Start(t, daemontest.Options{Dir: dir, Durable: true})
+	d.WaitStderr(t, "read-only", patience)
+	if status, body := d.Do(t, http.MethodGet, "/api/v1/sessions", ""); status != http.StatusOK {
+		t.Errorf("GET /api/v1/sessions on a full disk = %d %s, want 200", status, body)
+	}
+	status, body := d.Do(t, http.MethodPost, "/api/v1/sessions/s/events", `{"type":"ro:ev","data":1}`)
+	if status != http.StatusInsufficientStorage {
+		t.Fatalf("publish on a full disk = %d %s, want 507", status, body)
+	}
+	if e := daemontest.DecodeError(t, body); e.Error.Code != "disk_full" {
+		t.Errorf("507 error code = %q, want disk_full", e.Error.Code)
+	}
+	release()
+	deadline := time.Now().Add(patience)
+	for {
+		status, body = d.Do(t, http.MethodPost, "/api/v1/sessions/s/events", `{"type":"ro:ev","data":1}`)
+		if status != http.StatusInsufficientStorage || time.Now().After(deadline) {
+			break
+		}
+		<-time.After(100 * time.Millisecond)
+	}
+	if status != http.StatusOK || !strings.Contains(string(body), `"lastId":1`) {
+		t.Fatalf("publish once there is room = %d %s, want 200 with lastId 1", status, body)
+	}
+	d.Stop(t)
+	d2 := daemontest.Start(t, daemontest.Options{Dir: dir, Durable: true})
+	if envs := replay(t, d2, "s", 0); len(envs) != 1 || envs[0].ID != 1 {
+		t.Errorf("after a restart: %d events, want id 1", len(envs))
+	}
+}
+
 // TestKillNineDuringTheCheckpointAfterARestartLosesNothing kills the daemon
 // with SIGKILL with about 20 MiB of log, restarts it, which serves before
 // copying the log into its database, publishes to every session and kills

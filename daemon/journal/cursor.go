@@ -20,6 +20,9 @@ var bucketCursors = []byte("cursors")
 // are lost with it when a damaged database is moved aside: a bridge must
 // then start over from what the buses still hold.
 func (j *Journal) Cursor(name string) ([]byte, error) {
+	if j.noDB.Load() {
+		return nil, nil
+	}
 	var v []byte
 	err := j.db.View(func(tx *bolt.Tx) error {
 		if b := tx.Bucket(bucketCursors); b != nil {
@@ -41,6 +44,9 @@ func (j *Journal) PutCursor(name string, value []byte) error {
 	j.mu.Unlock()
 	if closed {
 		return ErrClosed
+	}
+	if j.noDB.Load() {
+		return errNoDB
 	}
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucketCursors)

@@ -100,7 +100,8 @@ func loadState(tx *bolt.Tx) (*dbState, error) {
 // should be is an error: it is not the journal's to move.
 func (j *Journal) openDB() (aside bool, err error) {
 	path := filepath.Join(j.dir, dbName)
-	if _, serr := os.Lstat(path); serr == nil {
+	_, serr := os.Lstat(path)
+	if serr == nil {
 		err = checkDBFile(path)
 	}
 	if err == nil {
@@ -108,6 +109,11 @@ func (j *Journal) openDB() (aside bool, err error) {
 		if db, err = openBolt(path); err == nil {
 			j.db = db
 			return false, nil
+		}
+		if err = classify(err); errors.Is(err, ErrDiskFull) && errors.Is(serr, fs.ErrNotExist) {
+			// Created, but with no room for its first pages: what it
+			// holds is nothing, and nothing is lost by removing it.
+			os.Remove(path)
 		}
 	}
 	switch {

@@ -17,7 +17,8 @@
 // database, loadState: the one reading of the buses' settings), format.go
 // (formats and their upgrades), logread.go (the one reader of the log and
 // its verdict on a segment's tail), replay.go (the one replay of the log)
-// and readonly.go (when the disk has no room for recovery's writes);
+// readonly.go (when the disk has no room for recovery's writes) and
+// readonly_empty.go (nor for a database in a state dir that holds nothing);
 // checkpoint.go (copying the log into the database), compact.go (when to,
 // and the log's bound); registry.go (the buses: settings, OpenBus,
 // Delete); store.go (a bus's Store and its window); refs.go (the global

@@ -134,9 +134,13 @@ type Journal struct {
 	// lack of space (readonly.go); pending is what it has yet to write.
 	// roMu guards pending and roTried, which rate-limits the attempts.
 	readOnly atomic.Bool
-	roMu     sync.Mutex
-	roTried  time.Time
-	pending  *recovery
+	// noDB is set, with readOnly, while the journal has no database: a
+	// state dir with nothing in it on a disk with no room to create one
+	// (readonly.go). j.db is set before noDB is cleared.
+	noDB    atomic.Bool
+	roMu    sync.Mutex
+	roTried time.Time
+	pending *recovery
 }
 
 // Open opens or creates the journal in opts.Dir, recovers it (see the
@@ -174,11 +178,16 @@ func Open(opts Options) (*Journal, error) {
 		j.logger = slog.Default()
 	}
 	j.backlogMax.Store(DefaultBacklogBytes)
-	if err := PrepareDir(opts.Dir); err != nil {
-		return nil, err
-	}
 	j.wal = newWAL(j.dir, opts.SegmentBytes, opts.WrapFile, opts.OnSync, opts.SyncSeconds, j.mode == SyncNever, j.mode == SyncAlways)
-	rc, err := j.recover()
+	err := PrepareDir(opts.Dir)
+	var rc *recovery
+	if err == nil {
+		rc, err = j.recover()
+	}
+	if j.startsEmpty(err) {
+		j.enterEmpty(err)
+		return j, nil
+	}
 	if err == nil {
 		err = guard(func() error { return j.persist(rc) })
 		if errors.Is(err, ErrDiskFull) {
@@ -275,6 +284,9 @@ func (j *Journal) Close() error {
 		}
 		j.recoveredMaps = nil
 		j.ckptMu.Unlock()
+		if j.noDB.Load() {
+			return nil
+		}
 		if err := j.db.Close(); err != nil {
 			return fmt.Errorf("journal: close: %w", err)
 		}

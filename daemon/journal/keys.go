@@ -22,6 +22,9 @@ func (j *Journal) PutKey(session, key string, rec []byte) error {
 	if err := j.usable(); err != nil {
 		return err
 	}
+	if j.noDB.Load() {
+		return errNoDB
+	}
 	return classify(j.db.Update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucketKeys)
 		if err != nil {
@@ -33,7 +36,7 @@ func (j *Journal) PutKey(session, key string, rec []byte) error {
 
 // DropKeys forgets keys of session, or every key of it when keys is nil.
 func (j *Journal) DropKeys(session string, keys []string) error {
-	if err := j.usable(); err != nil {
+	if err := j.usable(); err != nil || j.noDB.Load() {
 		return err
 	}
 	return classify(j.db.Batch(func(tx *bolt.Tx) error {
@@ -66,7 +69,7 @@ func (j *Journal) DropKeys(session string, keys []string) error {
 
 // Keys calls fn with every idempotency key stored, and its record.
 func (j *Journal) Keys(fn func(session, key string, rec []byte)) error {
-	if err := j.usable(); err != nil {
+	if err := j.usable(); err != nil || j.noDB.Load() {
 		return err
 	}
 	return classify(j.db.View(func(tx *bolt.Tx) error {

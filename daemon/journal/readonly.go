@@ -45,7 +45,15 @@ func (j *Journal) tryWritable() bool {
 	if j.closed {
 		return false
 	}
-	if err := guard(func() error { return j.persist(j.pending) }); err != nil {
+	err := guard(func() error {
+		if j.noDB.Load() {
+			if err := j.createDBLocked(j.pending); err != nil {
+				return err
+			}
+		}
+		return j.persist(j.pending)
+	})
+	if err != nil {
 		if !errors.Is(err, ErrDiskFull) {
 			j.logger.Error("journal: cannot leave read-only mode", "err", err)
 		}

@@ -109,6 +109,9 @@ func (j *Journal) Auto(session string) (peer string, auto bool) {
 }
 
 func (j *Journal) openBus(session string, ringSize int, auto bool, peer string) (bus.Store, string, int, error) {
+	if session != "" && j.noDB.Load() {
+		j.tryWritable() // taken before j.mu
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
@@ -120,6 +123,16 @@ func (j *Journal) openBus(session string, ringSize int, auto bool, peer string) 
 	}
 	num := j.nextNum
 	m := &busMeta{Session: session, Global: session == "", Epoch: bus.NewEpoch(), RingSize: ringSize, Auto: auto, Peer: peer}
+	if j.noDB.Load() {
+		// No database yet (readonly_empty.go): the global bus is kept in
+		// memory until there is one; a session would be a promise the
+		// journal cannot keep.
+		if session != "" {
+			return nil, "", 0, errNoDB
+		}
+		j.nextNum++
+		return j.addStoreLocked(num, m), m.Epoch, ringSize, nil
+	}
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		if err := putMeta(tx, num, m); err != nil {
 			return err
