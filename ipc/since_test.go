@@ -54,6 +54,17 @@ func TestStreamSinceTimeReplaysWhatWasPublishedSince(t *testing.T) {
 		t.Fatalf("sinceTime=1h: got %s #%d, want event 1", env.Type, env.ID)
 	}
 
+	// Go's zero time is a time like any other before the first event, not
+	// "no sinceTime" (a live-only stream).
+	for _, since := range []string{"0001-01-01T00:00:00Z", "0001-01-01T00:00:00.000000001Z", "1970-01-01T00:00:00Z"} {
+		st := srv.OpenSSE(t, "/api/v1/sessions/s/events?sinceTime="+url.QueryEscape(since), nil)
+		st.MustNext(t) // stream:ready
+		if env := st.MustNext(t); env.ID != 1 {
+			t.Fatalf("sinceTime=%s: got %s #%d, want event 1", since, env.Type, env.ID)
+		}
+		st.Close()
+	}
+
 	// Last-Event-ID wins over sinceTime, as over since: a reconnecting
 	// EventSource keeps its URL.
 	h := http.Header{"Last-Event-Id": []string{"3"}}

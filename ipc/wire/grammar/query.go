@@ -83,9 +83,16 @@ func ParseMaxQueued(s string) (int, error) {
 
 // ParseSinceTime parses a resume-by-time point: an RFC 3339 time
 // ("2026-12-01T20:00:00Z", fractions allowed) or a positive Go duration
-// ("10m", "1h30m") that means that long before now.
+// ("10m", "1h30m") that means that long before now. The result is never
+// the zero time, which bus.SubscribeOptions reads as "no sinceTime": a
+// time given as Go's zero time ("0001-01-01T00:00:00Z") is read as a
+// nanosecond after it, which replays like any other time before the first
+// event.
 func ParseSinceTime(s string, now time.Time) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		if t.IsZero() {
+			t = t.Add(time.Nanosecond)
+		}
 		return t, nil
 	}
 	if d, err := time.ParseDuration(s); err == nil && d > 0 {
