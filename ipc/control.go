@@ -33,13 +33,10 @@ func parseControl(data []byte) (controlFrame, error) {
 		Op    string          `json:"op"`
 		Types json.RawMessage `json:"types"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&raw); err != nil {
-		return controlFrame{}, fmt.Errorf("malformed control frame: %v", err)
-	}
-	if dec.More() {
+	if err := decodeStrict(data, &raw); errors.Is(err, errTrailing) {
 		return controlFrame{}, errors.New("malformed control frame: trailing data")
+	} else if err != nil {
+		return controlFrame{}, fmt.Errorf("malformed control frame: %v", err)
 	}
 	cf := controlFrame{Op: raw.Op}
 	switch raw.Op {

@@ -134,13 +134,10 @@ func eventError(err error, what string, n int) error {
 // decodeEvent decodes one event object with encoding/json.
 func decodeEvent(raw []byte) (bus.Event, error) {
 	var pe publishedEvent
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&pe); err != nil {
-		return bus.Event{}, errorf(http.StatusBadRequest, wire.CodeInvalidEvent, "want {\"type\":\"family:name\",\"data\":…}: %v", err)
-	}
-	if dec.More() {
+	if err := decodeStrict(raw, &pe); errors.Is(err, errTrailing) {
 		return bus.Event{}, errorf(http.StatusBadRequest, wire.CodeInvalidEvent, "trailing data after the object")
+	} else if err != nil {
+		return bus.Event{}, errorf(http.StatusBadRequest, wire.CodeInvalidEvent, "want {\"type\":\"family:name\",\"data\":…}: %v", err)
 	}
 	ev := bus.Event{Type: pe.Type, Data: pe.Data}
 	if err := ev.CheckType(); err != nil {

@@ -380,3 +380,38 @@ func TestCreateSessionRefusesRingSizeOutOfRange(t *testing.T) {
 		t.Errorf("create ringSize 1 = %d %s, want 201 with maxCount 1", r.Status, r.Body)
 	}
 }
+
+// TestJSONBodiesRefuseTrailingData pins SPEC §6: anything but white space
+// after a request's JSON value is a 400 (session create, ticket, publish),
+// and nothing is created or published; white space after it is fine.
+func TestJSONBodiesRefuseTrailingData(t *testing.T) {
+	srv := newServer(t)
+	createSession(t, srv, "other")
+	for _, tail := range []string{"xyz", "}", "]", `{}`, `{"id":"b"}`, "null", "1"} {
+		body := `{"id":"a"}` + tail
+		r := srv.Do(t, http.MethodPost, "/api/v1/sessions", nil, []byte(body))
+		var e wire.ErrorBody
+		r.DecodeJSON(t, &e)
+		if r.Status != http.StatusBadRequest || e.Error.Code != wire.CodeInvalidBody {
+			t.Errorf("create %s = %d %s, want 400 %s", body, r.Status, r.Body, wire.CodeInvalidBody)
+		}
+		if _, ok := srv.Hub.Session("a"); ok {
+			t.Fatalf("create %s made session a", body)
+		}
+		body = `{"path":"/api/v1/sessions/other/events"}` + tail
+		if r := srv.Do(t, http.MethodPost, "/api/v1/tickets", nil, []byte(body)); r.Status != http.StatusBadRequest {
+			t.Errorf("ticket %s = %d %s, want 400", body, r.Status, r.Body)
+		}
+		body = `{"type":"a:b","data":1}` + tail
+		if r := srv.Do(t, http.MethodPost, "/api/v1/sessions/other/events", nil, []byte(body)); r.Status != http.StatusBadRequest {
+			t.Errorf("publish %s = %d %s, want 400", body, r.Status, r.Body)
+		}
+	}
+	if s, _ := srv.Hub.Session("other"); s.Bus.LastID() != 0 {
+		t.Errorf("session other: last id %d after refused publishes, want 0", s.Bus.LastID())
+	}
+	r := srv.Do(t, http.MethodPost, "/api/v1/sessions", nil, []byte("{\"id\":\"a\"} \r\n\t"))
+	if r.Status != http.StatusCreated {
+		t.Errorf("create with trailing white space = %d %s, want 201", r.Status, r.Body)
+	}
+}

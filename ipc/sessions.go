@@ -2,7 +2,6 @@ package ipc
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"net/http"
 
@@ -41,9 +40,7 @@ func (h *Handler) serveCreateSession(w http.ResponseWriter, r *http.Request, c C
 		RingSize *int   `json:"ringSize"`
 	}
 	if len(bytes.TrimSpace(body)) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
+		if err := decodeStrict(body, &req); err != nil {
 			writeError(w, errorf(http.StatusBadRequest, wire.CodeInvalidBody, "want {\"id\"?: string, \"ringSize\"?: number}: %v", err))
 			return
 		}

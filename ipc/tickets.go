@@ -1,8 +1,6 @@
 package ipc
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -89,9 +87,7 @@ func (h *Handler) serveTicket(w http.ResponseWriter, r *http.Request, c Caller) 
 		return
 	}
 	var req wire.TicketRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	if err := decodeStrict(body, &req); err != nil {
 		writeError(w, errorf(http.StatusBadRequest, wire.CodeInvalidBody, `want {"path": string, "scopes"?: [string]}: %v`, err))
 		return
 	}

@@ -169,7 +169,7 @@ func parseKeys(data []byte) ([]record, error) {
 	if err := dec.Decode(&recs); err != nil {
 		return nil, err
 	}
-	if dec.More() {
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, errors.New("unexpected data after the array of keys")
 	}
 	names := make(map[string]bool, len(recs))
