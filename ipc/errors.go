@@ -60,6 +60,8 @@ func asError(err error) *Error {
 		return errorf(http.StatusConflict, wire.CodeSessionExists, "session already exists")
 	case errors.Is(err, hub.ErrReadOnly):
 		return errorf(http.StatusConflict, wire.CodeReadOnly, "this session mirrors another node's session: publish there")
+	case errors.Is(err, hub.ErrRetry):
+		return errorf(http.StatusServiceUnavailable, wire.CodeBusy, "the session was deleted while this publish ran; nothing was published, retry shortly")
 	case errors.Is(err, hub.ErrKeyReused):
 		return errorf(http.StatusConflict, wire.CodeIdempotencyKeyReused, "this %s was used on the session with a different request; nothing was published", wire.HeaderIdempotencyKey)
 	case errors.Is(err, hub.ErrAutoSessionLimit):

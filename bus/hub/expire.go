@@ -13,9 +13,10 @@ import (
 // AutoSessionTTL is 0.
 //
 // A publish racing it either lands first, and the session is kept, or
-// gets ErrNotFound, as when it races Delete: the idle check and the close
-// of the bus happen under the session's publishMu, which a publish holds
-// from its stage until it records its time.
+// finds the bus closed, as when it races Delete, and lands in the session
+// made anew (auto-create is on for any session that can expire): the idle
+// check and the close of the bus happen under the session's publishMu,
+// which a publish holds from its stage until it records its time.
 func (h *Hub) ExpireIdle(now time.Time) []string {
 	h.mu.Lock()
 	ttl := h.opts.AutoSessionTTL
@@ -56,7 +57,7 @@ func (h *Hub) expire(s *Session, cutoff time.Time) bool {
 	done := h.unlinkLocked(s)
 	h.mu.Unlock()
 	// Closed before publishMu is let go: a publish waiting for it stages
-	// onto a closed bus and gets ErrNotFound.
+	// onto a closed bus and tries again (publish).
 	s.Bus.Close()
 	s.publishMu.Unlock()
 	if err := h.forget(s, done, "expired"); err != nil {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -215,6 +216,65 @@ func TestPublishRacingExpiryIsKeptOrRefused(t *testing.T) {
 		}
 		if gone {
 			expired++
+		}
+	}
+	t.Logf("%d of %d sessions expired under publishers", expired, rounds)
+}
+
+// TestPublishRacingExpiryWithAutoCreateIsNeverRefused races publishers
+// against ExpireIdle with auto-create on (2,000 publishes in all): every
+// publish succeeds, before the expiry or in the session made anew on a
+// new epoch, and every acknowledged event is in one of the two.
+func TestPublishRacingExpiryWithAutoCreateIsNeverRefused(t *testing.T) {
+	const rounds, publishers, each = 100, 4, 5
+	expired := 0
+	for range rounds {
+		c := newClock()
+		h, err := hub.New(hub.Options{AutoCreate: true, AutoSessionTTL: ttl, Now: c.Now, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const id = "s"
+		if _, _, err := h.Publish(id, []bus.Event{ev("x:y", 0)}); err != nil {
+			t.Fatal(err)
+		}
+		now := c.Advance(2 * ttl)
+		old, _ := h.Session(id)
+		var acked atomic.Int64
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range publishers {
+			wg.Go(func() {
+				<-start
+				for i := range each {
+					if _, _, err := h.Publish(id, []bus.Event{ev("x:y", i)}); err != nil {
+						t.Errorf("publish racing an expiry: %v, want success", err)
+						continue
+					}
+					acked.Add(1)
+				}
+			})
+		}
+		var got []string
+		wg.Go(func() {
+			<-start
+			got = h.ExpireIdle(now)
+		})
+		close(start)
+		wg.Wait()
+		held := old.Bus.Stats().Published
+		if slices.Contains(got, id) {
+			expired++
+			if cur, ok := h.Session(id); ok {
+				if cur.Bus.Epoch() == old.Bus.Epoch() {
+					t.Fatalf("the session made anew kept the expired one's epoch")
+				}
+				held += cur.Bus.Stats().Published
+			}
+		}
+		h.Close()
+		if held != uint64(1+acked.Load()) {
+			t.Fatalf("the sessions hold %d events, want %d", held, 1+acked.Load())
 		}
 	}
 	t.Logf("%d of %d sessions expired under publishers", expired, rounds)

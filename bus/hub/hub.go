@@ -26,6 +26,10 @@ var (
 	// ErrReadOnly is returned by Publish to a session that mirrors another
 	// node's session (SPEC §12): only PublishMirror writes to it.
 	ErrReadOnly = errors.New("hub: session is a read-only mirror")
+	// ErrRetry is returned by a publish whose session was deleted under it
+	// again and again (auto-create made it anew each time): nothing was
+	// published, and the router answers 503 with Retry-After.
+	ErrRetry = errors.New("hub: the session was deleted while publishing; nothing was published, try again")
 )
 
 // Default limits of the SPEC (§2, §10).

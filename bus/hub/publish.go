@@ -64,17 +64,46 @@ func (h *Hub) PublishMirror(id string, events []bus.Event) (first, last uint64, 
 	return h.publish(share.Privileged, id, events, true)
 }
 
+// publishAttempts bounds how often a publish that may create its session
+// finds it deleted (or expired) between lookup and stage, and tries again
+// in the session made anew, before it gives up with ErrRetry.
+const publishAttempts = 4
+
 func (h *Hub) publish(peer share.Peer, id string, events []bus.Event, mirror bool) (first, last uint64, err error) {
-	s, err := h.open(peer, id, events, mirror)
-	if err != nil {
-		return 0, 0, err
-	}
 	now := time.Now()
 	for i := range events {
 		if events[i].Time.IsZero() {
 			events[i].Time = now
 		}
 	}
+	for range publishAttempts {
+		s, err := h.open(peer, id, events, mirror)
+		if err != nil {
+			return 0, 0, err
+		}
+		first, last, err = h.publishTo(s, events)
+		if err != errDeleted {
+			return first, last, err
+		}
+		// Deleted between lookup and publish. Without auto-create: as if
+		// it never existed. With it, the publish lands in the session
+		// made anew (on a new epoch), as if it came just after the delete.
+		h.mu.Lock()
+		auto := h.opts.AutoCreate || mirror
+		h.mu.Unlock()
+		if !auto {
+			return 0, 0, ErrNotFound
+		}
+	}
+	return 0, 0, ErrRetry
+}
+
+// errDeleted is publishTo's error for a session deleted since it was
+// looked up: nothing was published.
+var errDeleted = errors.New("hub: session deleted")
+
+// publishTo publishes events to session s.
+func (h *Hub) publishTo(s *Session, events []bus.Event) (first, last uint64, err error) {
 	// publishMu orders the session's batches onto the global bus; it is
 	// held while they are written, not while they are made durable, so
 	// concurrent publishers to one session share a sync (group commit).
@@ -83,8 +112,7 @@ func (h *Hub) publish(peer share.Peer, id string, events []bus.Event, mirror boo
 	if err != nil {
 		s.publishMu.Unlock()
 		if errors.Is(err, bus.ErrClosed) {
-			// Deleted between lookup and publish: as if it never existed.
-			return 0, 0, ErrNotFound
+			return 0, 0, errDeleted
 		}
 		return 0, 0, err
 	}

@@ -207,10 +207,11 @@ func (h *Hub) openLocked(id string, ringSize int, how origin, peer share.Peer) (
 // No publish or Create interleaves with it: from the moment the session
 // leaves the map until the journal has forgotten it, a tombstone stands in
 // its place, and a publish or Create of the id waits for it to go. A
-// publish that found the session before that gets ErrNotFound (its bus is
-// closed) or succeeded before the close; either way the id created again
-// afterwards is a new session on a new epoch, and the deleted one's store
-// is never reused.
+// publish that found the session before that succeeded before the close,
+// or finds its bus closed and, with AutoCreate, lands in the session made
+// anew (ErrNotFound without it; ErrRetry if that one too is deleted under
+// it, again and again); either way the id created again afterwards is a
+// new session on a new epoch, and the deleted one's store is never reused.
 func (h *Hub) Delete(id string) error {
 	h.mu.Lock()
 	s, ok := h.sessions[id]
