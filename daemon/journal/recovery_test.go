@@ -356,3 +356,31 @@ func TestMissingStoredEventsGiveANewEpoch(t *testing.T) {
 		t.Errorf("next id = %d, want 8", first)
 	}
 }
+
+// TestRecordsOfADeletedSessionAreSkippedWithALogLine deletes a session
+// whose records are still in the log and crashes: the replay skips them,
+// and says so with how many there were.
+func TestRecordsOfADeletedSessionAreSkippedWithALogLine(t *testing.T) {
+	dir := t.TempDir()
+	j, _ := open(t, dir, Options{})
+	for _, name := range []string{"kept", "gone"} {
+		publish(t, newBus(t, j, name, 0, 0), events(0, 5, 10)...)
+	}
+	if err := j.Delete("gone"); err != nil {
+		t.Fatal(err)
+	}
+	j.crash()
+	j2, lb := open(t, dir, Options{})
+	if got := j2.Sessions(); len(got) != 1 || got[0] != "kept" {
+		t.Errorf("Sessions after the crash = %v, want [kept]", got)
+	}
+	line := ""
+	for _, l := range strings.Split(lb.String(), "\n") {
+		if strings.Contains(l, "no longer names") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "records=1") || !strings.Contains(line, "events=5") || !strings.Contains(line, "buses=1") {
+		t.Errorf("no log line counting the skipped records (1 record of 5 events, 1 bus):\n%s", lb)
+	}
+}

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/localbus/localbus/bus"
@@ -139,6 +142,7 @@ func (j *Journal) replayLog(metas map[uint64]*busMeta, windows map[uint64]window
 		applied, lastNum, lastID uint64
 		held                     = map[uint64][]record{} // every bus's events records so far, for refs
 		scratch                  []byte
+		orphans                  orphanCount
 	)
 	bad := func(i int, seq uint64, data []byte, off int, torn bool) {
 		lr.corrupt = !torn
@@ -181,7 +185,11 @@ segments:
 				held[rec.num] = append(held[rec.num], rec)
 			}
 			through := rec.firstID + uint64(rec.count) - 1
-			if m == nil || through <= m.LastID {
+			if m == nil {
+				orphans.add(rec.num, rec.count)
+				continue
+			}
+			if through <= m.LastID {
 				continue
 			}
 			w := windows[rec.num]
@@ -236,7 +244,38 @@ segments:
 	if applied > 0 {
 		j.logger.Info("journal: replayed the log", "events", applied, "segments", len(seqs))
 	}
+	orphans.log(j.logger)
 	return lr, nil
+}
+
+// orphanCount counts the log records of buses the database does not name:
+// sessions deleted after their records were written (their segments had
+// not been removed yet), or buses a lost database took with it. Replay
+// skips them; it says so, once.
+type orphanCount struct {
+	buses           map[uint64]bool
+	records, events uint64
+}
+
+func (o *orphanCount) add(num uint64, count int) {
+	if o.buses == nil {
+		o.buses = map[uint64]bool{}
+	}
+	o.buses[num] = true
+	o.records++
+	o.events += uint64(count)
+}
+
+func (o *orphanCount) log(l *slog.Logger) {
+	if o.records == 0 {
+		return
+	}
+	nums := slices.Sorted(maps.Keys(o.buses))
+	if len(nums) > 16 {
+		nums = nums[:16]
+	}
+	l.Info("journal: skipped the log's records of buses the database no longer names (deleted sessions)",
+		"buses", len(o.buses), "records", o.records, "events", o.events, "busNumbers", nums)
 }
 
 // logDropped reports a bad record and what it held, as far as its header
