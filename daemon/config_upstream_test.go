@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -59,6 +60,8 @@ func TestConfigUpstreamErrorsNameTheKey(t *testing.T) {
 	}{
 		{"unknown key", "[upstream]\nurl = \"nats://h:4222\"\nnode = \"a\"\nnod = \"b\"\n", "upstream.nod"},
 		{"bad url", "[upstream]\nurl = \"http://h:4222\"\nnode = \"a\"\n", "upstream.url"},
+		{"port past 65535", "[upstream]\nurl = \"nats://h:99999\"\nnode = \"a\"\n", "upstream.url"},
+		{"port 0", "[upstream]\nurl = [\"nats://h:4222\", \"nats://h:0\"]\nnode = \"a\"\n", "upstream.url"},
 		{"url of the wrong type", "[upstream]\nurl = 4222\nnode = \"a\"\n", "upstream.url"},
 		{"no url", "[upstream]\nnode = \"a\"\n", "upstream.url"},
 		{"bad node name", "[upstream]\nurl = \"nats://h:4222\"\nnode = \"Build_1\"\n", "upstream.node"},
@@ -136,5 +139,20 @@ func TestReloadChangesOnlyUpstreamPatterns(t *testing.T) {
 	noTable := Config{}
 	if kept := keepRestartValues(running, &noTable); !slices.Equal(kept, []string{"upstream"}) || noTable.Upstream == nil {
 		t.Errorf("removing the table on reload: kept %q, Upstream %v; want it kept for a restart", kept, noTable.Upstream)
+	}
+}
+
+// TestConfigUpstreamURLErrorsHideTheUserInformation: an error about a URL
+// shows it without its user name and password.
+func TestConfigUpstreamURLErrorsHideTheUserInformation(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{"nats://alice:s3cret@h:99999", "http://alice:s3cret@h:4222", "nats://alice:s3cret@h:4222/%zz", "nats://alice@h:70000"} {
+		_, err := loadConfig(writeConfig(t, "[upstream]\nurl = \""+u+"\"\nnode = \"a\"\n"), true)
+		if err == nil {
+			t.Fatalf("url %q accepted", u)
+		}
+		if msg := err.Error(); strings.Contains(msg, "alice") || strings.Contains(msg, "s3cret") {
+			t.Errorf("url %q: the error shows the user information: %s", u, msg)
+		}
 	}
 }

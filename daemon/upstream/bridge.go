@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -307,7 +306,7 @@ func (b *Bridge) connChanged(nc *nats.Conn, up bool) {
 	b.connWait = make(chan struct{})
 	b.mu.Unlock()
 	if up {
-		b.logger.Info("upstream: connected", "server", nc.ConnectedUrlRedacted())
+		b.logger.Info("upstream: connected", "server", redactURL(nc.ConnectedUrl()))
 	} else {
 		b.logger.Warn("upstream: disconnected")
 	}
@@ -447,15 +446,11 @@ func (b *Bridge) scan() {
 	}
 }
 
-// redact drops user information from urls, for logs and status.
+// redact is redactURL of each of urls.
 func redact(urls []string) []string {
 	out := make([]string, len(urls))
 	for i, s := range urls {
-		if u, err := url.Parse(s); err == nil && u.User != nil {
-			u.User = url.User("redacted")
-			s = u.String()
-		}
-		out[i] = s
+		out[i] = redactURL(s)
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,9 +28,11 @@ type node struct {
 	dir  string
 	cfg  upstream.Config
 	ring int // the rings' size; 0 means the default
-	j    *journal.Journal
-	h    *hub.Hub
-	br   *upstream.Bridge
+	// logger is the bridge's logger; nil means none.
+	logger *slog.Logger
+	j      *journal.Journal
+	h      *hub.Hub
+	br     *upstream.Bridge
 }
 
 func startNode(t testing.TB, cfg upstream.Config) *node {
@@ -57,7 +60,11 @@ func (n *node) start() {
 	}
 	cfg := n.cfg
 	cfg.Fill()
-	if n.br, err = upstream.Start(upstream.Options{Config: cfg, Hub: n.h, Cursors: n.j, Backlog: n.j, Logger: quiet,
+	logger := n.logger
+	if logger == nil {
+		logger = quiet
+	}
+	if n.br, err = upstream.Start(upstream.Options{Config: cfg, Hub: n.h, Cursors: n.j, Backlog: n.j, Logger: logger,
 		ScanInterval: 20 * time.Millisecond, AckTimeout: 2 * time.Second, ReconnectWait: 50 * time.Millisecond}); err != nil {
 		n.t.Fatal(err)
 	}
@@ -369,3 +376,37 @@ func TestABacklogPastItsBoundIsCountedLost(t *testing.T) {
 	}
 	waitFor(t, "the mirror's last event", func() bool { return lastID(b.h, "a.build") == st.Exported })
 }
+
+// TestStatusAndLogsHideTheURLsUserInformation connects with a user name
+// and password in the URL: the status (its URLs and the server it is
+// connected to) and the log show neither.
+func TestStatusAndLogsHideTheURLsUserInformation(t *testing.T) {
+	srv := natstest.Start(t)
+	u := strings.Replace(srv.URL(), "nats://", "nats://alice:s3cret@", 1)
+	var log strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return log.Write(p)
+	}), nil))
+	n := &node{t: t, dir: t.TempDir(), cfg: upstream.Config{URLs: []string{u}, Node: "a"}}
+	n.logger = logger
+	n.start()
+	t.Cleanup(n.stop)
+	waitFor(t, "the bridge to connect", func() bool { return n.br.Status().Connected })
+	st := n.br.Status()
+	mu.Lock()
+	text := fmt.Sprintf("%+v\n%s", st, log.String())
+	mu.Unlock()
+	if strings.Contains(text, "alice") || strings.Contains(text, "s3cret") {
+		t.Errorf("the user information shows:\n%s", text)
+	}
+	if len(st.URLs) != 1 || !strings.Contains(st.URLs[0], "redacted@") || !strings.Contains(st.Server, "redacted@") {
+		t.Errorf("status URLs %q, server %q: want the user information redacted", st.URLs, st.Server)
+	}
+}
+
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

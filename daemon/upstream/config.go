@@ -1,11 +1,13 @@
 package upstream
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/localbus/localbus/bus"
@@ -115,7 +117,7 @@ func (c *Config) Validate() error {
 	}
 	for _, s := range c.URLs {
 		if err := validateURL(s); err != nil {
-			return keyError("url", "%q: %v", s, err)
+			return keyError("url", "%q: %v", redactURL(s), err)
 		}
 	}
 	if c.Node == "" {
@@ -166,7 +168,8 @@ func (c *Config) Validate() error {
 func validateURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil {
-		return err
+		// url's errors quote the URL, user information included.
+		return errors.New("not a URL")
 	}
 	switch u.Scheme {
 	case "nats", "tls", "ws", "wss":
@@ -176,7 +179,34 @@ func validateURL(s string) error {
 	if u.Hostname() == "" {
 		return fmt.Errorf("no host")
 	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("port %s: want 1 to 65535", p)
+		}
+	}
 	return nil
+}
+
+// redactURL replaces the user information of the URL s (a user name, a
+// password or a token) with "redacted", for logs, errors and status: who
+// the daemon connects as is no business of a reader of its status. A
+// string that does not parse loses whatever stands between its scheme and
+// the last "@" (so does one with no "//", "alice:pw@host").
+func redactURL(s string) string {
+	if u, err := url.Parse(s); err == nil && u.Opaque == "" {
+		if u.User != nil {
+			u.User = url.User("redacted")
+		}
+		return u.String()
+	}
+	if at := strings.LastIndexByte(s, '@'); at >= 0 {
+		start := 0
+		if i := strings.Index(s, "://"); i >= 0 && i < at {
+			start = i + 3
+		}
+		return s[:start] + "redacted" + s[at:]
+	}
+	return s
 }
 
 func validateGlob(g string) error {

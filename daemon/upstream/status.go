@@ -24,7 +24,7 @@ type MirrorStatus = wire.UpstreamMirror
 func (b *Bridge) Status() Status {
 	st := Status{Node: b.cfg.Node, Stream: b.cfg.Stream, URLs: redact(b.cfg.URLs), Connected: b.nc.IsConnected()}
 	if st.Connected {
-		st.Server = b.nc.ConnectedUrlRedacted()
+		st.Server = redactURL(b.nc.ConnectedUrl())
 	}
 	b.mu.Lock()
 	st.LastError, st.Exported, st.Imported, st.Lost = b.lastErr, b.exported.Load(), b.imported.Load(), b.lost.Load()
