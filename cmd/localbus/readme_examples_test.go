@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/localbus/localbus/daemon/daemontest"
+	"github.com/localbus/localbus/ipc/client"
 )
 
 // readme returns the README's text.
@@ -126,7 +128,7 @@ func TestReadmeClientExamplesFindTheDaemonThroughLocalbusSocket(t *testing.T) {
 		{"python", []string{"/usr/bin/python3", "-c"}, readmeBlock(t, "python", "websockets")},
 		{"node", []string{"node", "-e"}, readmeBlock(t, "js", "ws+unix://")},
 	}
-	for i, cl := range clients {
+	for _, cl := range clients {
 		t.Run(cl.name, func(t *testing.T) {
 			if _, err := exec.LookPath(cl.cmd[0]); err != nil {
 				t.Skipf("%s is not installed", cl.cmd[0])
@@ -136,24 +138,55 @@ func TestReadmeClientExamplesFindTheDaemonThroughLocalbusSocket(t *testing.T) {
 			}
 			lines := startFollower(t, env, cl.cmd[0], append(cl.cmd[1:], cl.code)...)
 			waitSubscribers(t, c, "build-17", 1)
-			publishData(t, c, "build-17", "build:step", 100+i, 100+i)
-			want := "build:step " + strconv.Itoa(100+i)
-			timeout := time.After(e2eWait)
-			for {
+			checkResumesAcrossReload(t, c, "build-17", func() (string, bool, error) {
 				select {
 				case l, ok := <-lines:
-					if !ok {
-						t.Fatalf("the README's %s example ended without printing %q", cl.name, want)
-					}
-					if strings.Contains(l, want) {
-						return
-					}
-				case <-timeout:
-					t.Fatalf("the README's %s example did not print %q within %v", cl.name, want, e2eWait)
+					return l, ok, nil
+				case <-time.After(e2eWait):
+					return "", false, fmt.Errorf("nothing printed within %v", e2eWait)
 				}
-			}
+			})
 		})
 		waitSubscribers(t, c, "build-17", 0)
+	}
+}
+
+// checkResumesAcrossReload publishes three events to session, reloads
+// the daemon, publishes three more, and reads what a README snippet
+// printed ("ID TYPE DATA" lines, through next) until the last of them:
+// every event must be there once, in order, although the last three were
+// published while the snippet was reconnecting.
+func checkResumesAcrossReload(t *testing.T, c *client.Client, session string, next func() (line string, ok bool, err error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), e2eWait)
+	defer cancel()
+	info, err := c.Session(ctx, session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := info.LastID + 1
+	publishData(t, c, session, "build:step", 1, 3)
+	if _, err := c.Reload(ctx); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	publishData(t, c, session, "build:step", 4, 6)
+	want := first
+	line := regexp.MustCompile(`^(\d+) build:step (\d+)$`)
+	for want < first+6 {
+		l, ok, err := next()
+		if err != nil || !ok {
+			t.Fatalf("the snippet stopped (%v) before printing event %d; it printed events %d to %d", err, want, first, want-1)
+		}
+		m := line.FindStringSubmatch(strings.TrimSpace(l))
+		if m == nil {
+			continue
+		}
+		id, _ := strconv.ParseUint(m[1], 10, 64)
+		n, _ := strconv.ParseUint(m[2], 10, 64)
+		if id != want || n != want-first+1 {
+			t.Fatalf("the snippet printed %q, want event %d (data %d) next: an event lost, repeated or out of order", l, want, want-first+1)
+		}
+		want++
 	}
 }
 
