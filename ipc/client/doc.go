@@ -32,6 +32,14 @@
 //     fell behind; the stream reconnects at once and recovers the events
 //     from the ring.
 //
+// # From another module
+//
+// The module is not on a Go proxy yet: a program in another module points
+// it at a checkout of the repository, here one beside it:
+//
+//	go mod edit -require github.com/localbus/localbus@v0.0.0 -replace github.com/localbus/localbus=../localbus
+//	go mod tidy
+//
 // # Errors
 //
 // Errors a caller branches on are types: *UnreachableError (nothing
