@@ -3,25 +3,12 @@ package bus_test
 import (
 	"go/parser"
 	"go/token"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
-)
 
-// goTool returns the go command, or skips the test without one.
-func goTool(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	p := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := exec.LookPath(p); err != nil {
-		t.Skip("no go command to list dependencies with")
-	}
-	return p
-}
+	"github.com/localbus/localbus/ipc/ipctest"
+)
 
 // ownPackages are the bus's packages: pure themselves, each may import the
 // others.
@@ -38,20 +25,16 @@ var ownPackages = map[string]bool{
 // indirectly (SPEC §1, STYLE "Where things go").
 func TestBusImportsNoIO(t *testing.T) {
 	t.Parallel()
-	out, err := exec.Command(goTool(t), "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}}", ".", "./bustest", "./share").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
-	}
 	forbidden := []string{"net", "os/exec", "os/signal", "plugin", "github.com/coder/websocket", "github.com/coreos/go-systemd",
 		"golang.org/x/net/websocket", "github.com/gorilla/websocket", "nhooyr.io/websocket"}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		path, std, _ := strings.Cut(line, " ")
+	for _, d := range ipctest.Deps(t, ".", "./bustest", "./share") {
+		path := d.Path
 		for _, f := range forbidden {
 			if path == f || strings.HasPrefix(path, f+"/") {
 				t.Errorf("bus depends on %s", path)
 			}
 		}
-		if std != "true" && !ownPackages[path] {
+		if !d.Standard && !ownPackages[path] {
 			t.Errorf("bus depends on %s, outside the standard library", path)
 		}
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/localbus/localbus/ipc/client"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // fullConfig is what testdata/full.toml holds.
@@ -709,7 +709,7 @@ func TestDefaultPathsReadEnvironment(t *testing.T) {
 		filepath.Join(dir, "cfg", "localbus", "config.toml"),
 		filepath.Join(dir, "state", "localbus")
 	if os.Geteuid() == 0 {
-		socket, config, state = client.SystemSocketPath, systemConfigPath, systemStateDir
+		socket, config, state = wire.SystemSocketPath, systemConfigPath, systemStateDir
 	}
 	if got := DefaultSocketPath(); got != socket {
 		t.Errorf("DefaultSocketPath() = %q, want %q", got, socket)

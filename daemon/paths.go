@@ -1,7 +1,7 @@
 package daemon
 
 import (
-	"github.com/localbus/localbus/ipc/client"
+	"github.com/localbus/localbus/ipc/wire"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -91,7 +91,7 @@ func (e pathEnv) absEnv(name string) string {
 	return ""
 }
 
-func (e pathEnv) socketPath() string { return client.SocketPathFor(e.euid, e.getenv) }
+func (e pathEnv) socketPath() string { return wire.SocketPathFor(e.euid, e.getenv) }
 
 func (e pathEnv) configPath() string {
 	if e.root() {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/ipc/client"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // connFlags returns the flags that say how to reach the daemon. Every
@@ -25,7 +26,7 @@ func connFlags() []cli.Flag {
 			Name:        "socket",
 			Usage:       "the daemon's Unix socket `PATH`",
 			EnvVars:     []string{"LOCALBUS_SOCKET"},
-			DefaultText: "$XDG_RUNTIME_DIR/localbus/localbus.sock, else " + client.SystemSocketPath + " (see localbus socket)",
+			DefaultText: "$XDG_RUNTIME_DIR/localbus/localbus.sock, else " + wire.SystemSocketPath + " (see localbus socket)",
 			TakesFile:   true,
 			Category:    "Connection",
 		},

@@ -22,7 +22,7 @@ import (
 	"github.com/localbus/localbus/cmd/localbus/bench"
 	"github.com/localbus/localbus/daemon/daemontest"
 	"github.com/localbus/localbus/ipc/access"
-	"github.com/localbus/localbus/ipc/client"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // TestMain checks for leaked goroutines and removes the daemon binary that
@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	client.SystemSocketPath = filepath.Join(nowhere, "system", "localbus.sock")
+	wire.SystemSocketPath = filepath.Join(nowhere, "system", "localbus.sock")
 	os.Setenv("XDG_RUNTIME_DIR", filepath.Join(nowhere, "user"))
 	goleak.VerifyTestMain(cleanupM{m}, goleak.Cleanup(func(int) { os.RemoveAll(nowhere) }))
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
-	"github.com/localbus/localbus/ipc/client"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // socketPath returns the socket the CLI dials: --socket (or
@@ -32,12 +32,12 @@ func socketPath(c *cli.Context) string {
 // defaultSocket is the rule of socketPath without a flag, for the user
 // euid with the environment getenv; exists reports whether a path exists.
 func defaultSocket(euid int, getenv func(string) string, exists func(string) bool) string {
-	own := client.SocketPathFor(euid, getenv)
+	own := wire.SocketPathFor(euid, getenv)
 	if euid == 0 {
-		return client.SystemSocketPath
+		return wire.SystemSocketPath
 	}
-	if !exists(own) && exists(client.SystemSocketPath) {
-		return client.SystemSocketPath
+	if !exists(own) && exists(wire.SystemSocketPath) {
+		return wire.SystemSocketPath
 	}
 	return own
 }
@@ -56,7 +56,7 @@ func socketsTried(path string, dialErr error) []socketTry {
 	if os.Geteuid() == 0 {
 		return tried
 	}
-	own, sys := client.SocketPathFor(os.Geteuid(), os.Getenv), client.SystemSocketPath
+	own, sys := wire.SocketPathFor(os.Geteuid(), os.Getenv), wire.SystemSocketPath
 	switch path {
 	case own:
 		_, err := os.Lstat(sys)
@@ -171,7 +171,7 @@ func socketCommand() *cli.Command {
 		Name:  "socket",
 		Usage: "print the socket path the other commands use",
 		Description: "Prints the Unix socket the client commands dial: --socket or $LOCALBUS_SOCKET when set,\n" +
-			"else " + client.SystemSocketPath + " for root, else $XDG_RUNTIME_DIR/localbus/localbus.sock;\n" +
+			"else " + wire.SystemSocketPath + " for root, else $XDG_RUNTIME_DIR/localbus/localbus.sock;\n" +
 			"a user without a socket of their own gets the system socket when it exists.\n" +
 			"In scripts: S=$(localbus socket); curl --unix-socket \"$S\" http://localbus/api/v1/caps",
 		Flags: []cli.Flag{&cli.StringFlag{

@@ -16,7 +16,7 @@ import (
 	"testing"
 
 	"github.com/localbus/localbus/daemon/daemontest"
-	"github.com/localbus/localbus/ipc/client"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // nobody is the unprivileged user the tests run the CLI as when they run
@@ -161,9 +161,9 @@ func TestDefaultSocketRule(t *testing.T) {
 		present []string
 		want    string
 	}{
-		{"root", 0, nil, client.SystemSocketPath},
-		{"user with a daemon of their own", 1000, []string{own, client.SystemSocketPath}, own},
-		{"user with only the system daemon", 1000, []string{client.SystemSocketPath}, client.SystemSocketPath},
+		{"root", 0, nil, wire.SystemSocketPath},
+		{"user with a daemon of their own", 1000, []string{own, wire.SystemSocketPath}, own},
+		{"user with only the system daemon", 1000, []string{wire.SystemSocketPath}, wire.SystemSocketPath},
 		{"user with no daemon", 1000, nil, own},
 	}
 	for _, tt := range tests {

@@ -29,7 +29,7 @@ var (
 
 // SystemSocketVar is the linker name of the system socket's path, for a
 // test that builds a binary of its own with -ldflags "-X SystemSocketVar=…".
-const SystemSocketVar = "github.com/localbus/localbus/ipc/client.SystemSocketPath"
+const SystemSocketVar = "github.com/localbus/localbus/ipc/wire.SystemSocketPath"
 
 // SystemSocket returns the system socket of the binary Binary builds: a
 // path in its temporary directory where no daemon listens, so that a

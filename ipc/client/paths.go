@@ -2,37 +2,18 @@ package client
 
 import (
 	"os"
-	"path/filepath"
-	"strconv"
+
+	"github.com/localbus/localbus/ipc/wire"
 )
 
-// SystemSocketPath is the daemon's socket for root and system services. It
-// is a variable only so that a test build can place the system socket in
-// its temporary directory (go build -ldflags
-// "-X github.com/localbus/localbus/ipc/client.SystemSocketPath=…"), and
-// never reach a daemon it did not start; nothing else assigns it.
-var SystemSocketPath = "/run/localbus/localbus.sock"
-
 // DefaultSocketPath returns the socket a zero Client dials: for root
-// /run/localbus/localbus.sock, for anyone else
+// /run/localbus/localbus.sock (wire.SystemSocketPath), for anyone else
 // $XDG_RUNTIME_DIR/localbus/localbus.sock, falling back to
 // /run/user/UID/localbus/localbus.sock when XDG_RUNTIME_DIR is unset or not
 // an absolute path. It is the path the daemon listens on when neither its
-// configuration nor a flag names one, so a client finds the daemon of the
-// same user without flags. It reads the environment on every call.
+// configuration nor a flag names one (wire.SocketPathFor, the one place the
+// rule is written), so a client finds the daemon of the same user without
+// flags. It reads the environment on every call.
 func DefaultSocketPath() string {
-	return SocketPathFor(os.Geteuid(), os.Getenv)
-}
-
-// SocketPathFor is DefaultSocketPath for the user euid with the environment
-// getenv: the one place the rule is written, for the daemon and for tests.
-func SocketPathFor(euid int, getenv func(string) string) string {
-	if euid == 0 {
-		return SystemSocketPath
-	}
-	dir := getenv("XDG_RUNTIME_DIR")
-	if !filepath.IsAbs(dir) {
-		dir = filepath.Join("/run/user", strconv.Itoa(euid))
-	}
-	return filepath.Join(filepath.Clean(dir), "localbus", "localbus.sock")
+	return wire.SocketPathFor(os.Geteuid(), os.Getenv)
 }
