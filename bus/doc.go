@@ -77,6 +77,9 @@
 //   - A subscriber's live count and bytes are never negative, and are zero when its queue is empty.
 //   - Each subscriber receives event ids strictly increasing; a missing event that
 //     its filter would match is always announced by stream:gap or stream:lagged.
+//   - A mirrored event that records a loss at its origin ([Frame.Lost], in its
+//     envelope) is preceded, for every subscriber that gets anything after its
+//     cursor, by stream:gap (upstream_lost), whatever the subscriber's filter.
 //   - Lock order: Bus.mu, then Subscription.mu. Nothing takes Bus.mu while holding
 //     a Subscription.mu.
 package bus

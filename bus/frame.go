@@ -33,9 +33,24 @@ type Frame struct {
 	// Type is the event type, e.g. "build:step" or "stream:ready".
 	Type string
 
-	sse       []byte  // the complete SSE frame, ending in a blank line
-	jsonStart int     // sse[jsonStart:len(sse)-2] is the JSON envelope
-	origin    *Origin // the session event a global copy copies; nil for any other frame
+	sse       []byte     // the complete SSE frame, ending in a blank line
+	jsonStart int        // sse[jsonStart:len(sse)-2] is the JSON envelope
+	meta      *frameMeta // what a global copy copies, a loss before a mirrored event; nil for most frames
+}
+
+// frameMeta is what few frames carry beyond their bytes, out of line so
+// that every other frame stays small.
+type frameMeta struct {
+	origin Origin // the session event a global copy copies; Session "" for none
+	lost   Lost   // origin ids lost before a mirrored event; From 0 for none
+}
+
+// Lost is a range of a mirror's origin ids, inclusive, that never reached
+// the mirror (SPEC §12): recorded with the first event after the loss, in
+// its envelope's "origin" ("lostFrom", "lostTo"), and announced to each
+// reader with a stream:gap (reason upstream_lost) just before that event.
+type Lost struct {
+	From, To uint64
 }
 
 // SSE returns the complete Server-Sent Events frame: "id:" (events only),
@@ -84,10 +99,21 @@ func (f *Frame) Reserved() bool { return f.ID == 0 }
 // included), a reserved frame, a frame rebuilt by NewFrame or
 // ParseFrame). The origin is set when the copy is built and never changes.
 func (f *Frame) Origin() (o Origin, ok bool) {
-	if f.origin == nil {
+	if f.meta == nil || f.meta.origin.Session == "" {
 		return Origin{}, false
 	}
-	return *f.origin, true
+	return f.meta.origin, true
+}
+
+// Lost returns the origin ids that a mirror lost just before this event
+// (its envelope's origin has "lostFrom" and "lostTo"), for the event's
+// frame on the mirror's bus and the global bus's copy of it; ok is false
+// for every other frame.
+func (f *Frame) Lost() (l Lost, ok bool) {
+	if f.meta == nil || f.meta.lost.From == 0 {
+		return Lost{}, false
+	}
+	return f.meta.lost, true
 }
 
 // Event is what a publisher hands to Publish.
@@ -131,6 +157,13 @@ type RemoteOrigin struct {
 	ID uint64 `json:"id"`
 	// Epoch is that session's epoch.
 	Epoch string `json:"epoch"`
+	// LostFrom and LostTo, when LostFrom is not 0, are the origin's ids
+	// just before ID (in Epoch, inclusive) that never reached the mirror:
+	// the importer sets them on the first event after a jump in the
+	// origin's ids, and readers get a stream:gap (upstream_lost) before
+	// the event.
+	LostFrom uint64 `json:"lostFrom,omitempty"`
+	LostTo   uint64 `json:"lostTo,omitempty"`
 }
 
 // CheckType validates the event's type for publishing, as
@@ -179,9 +212,9 @@ func appendTimestamp(dst []byte, t time.Time) []byte {
 // prepared is an event validated and encoded up to its id: the envelope's
 // bytes after `{"id":N`.
 type prepared struct {
-	typ    string
-	tail   *bytes.Buffer
-	origin *Origin // set for a global copy (Batch.Copies)
+	typ  string
+	tail *bytes.Buffer
+	meta *frameMeta // set for a global copy (Batch.Copies) and a loss before a mirrored event
 }
 
 var tailPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
@@ -260,10 +293,25 @@ func prepare(ev *Event, session string, allowLocalbus bool) (prepared, error) {
 		b.Write(strconv.AppendUint(b.AvailableBuffer(), o.ID, 10))
 		b.WriteString(`,"epoch":`)
 		b.Write(appendJSONString(b.AvailableBuffer(), o.Epoch))
+		if o.LostFrom != 0 {
+			if o.LostTo < o.LostFrom || o.LostTo >= o.ID {
+				tailPool.Put(b)
+				return prepared{}, inputError("origin", "", "lostFrom..lostTo must be ids before id")
+			}
+			// Last in the envelope, where buildFrame finds them.
+			b.WriteString(`,"lostFrom":`)
+			b.Write(strconv.AppendUint(b.AvailableBuffer(), o.LostFrom, 10))
+			b.WriteString(`,"lostTo":`)
+			b.Write(strconv.AppendUint(b.AvailableBuffer(), o.LostTo, 10))
+		}
 		b.WriteByte('}')
 	}
 	b.WriteByte('}')
-	return prepared{typ: ev.Type, tail: b}, nil
+	p := prepared{typ: ev.Type, tail: b}
+	if o := ev.Origin; o != nil && o.LostFrom != 0 {
+		p.meta = &frameMeta{lost: Lost{From: o.LostFrom, To: o.LostTo}}
+	}
+	return p, nil
 }
 
 func (p prepared) release() {
@@ -323,7 +371,7 @@ func buildFrames(dst []*Frame, preps []prepared, first uint64) []*Frame {
 		off := len(buf)
 		var js int
 		buf, js = p.appendFrame(buf, id)
-		fs[i] = Frame{ID: id, Type: p.typ, sse: buf[off:len(buf):len(buf)], jsonStart: js - off, origin: p.origin}
+		fs[i] = Frame{ID: id, Type: p.typ, sse: buf[off:len(buf):len(buf)], jsonStart: js - off, meta: p.meta}
 		dst = append(dst, &fs[i])
 	}
 	return dst
@@ -431,7 +479,45 @@ func buildFrame(id uint64, typ string, envelope []byte) *Frame {
 	start := len(buf)
 	buf = append(buf, envelope...)
 	buf = append(buf, "\n\n"...)
-	return &Frame{ID: id, Type: typ, sse: buf, jsonStart: start}
+	f := &Frame{ID: id, Type: typ, sse: buf, jsonStart: start}
+	if l, ok := parseLost(envelope); ok && id != 0 {
+		f.meta = &frameMeta{lost: l}
+	}
+	return f
+}
+
+// parseLost reads the loss a mirrored event's envelope records: it ends
+// with `,"lostFrom":A,"lostTo":B}}`, the end of its "origin" and of the
+// envelope, as prepare encodes it. Only an envelope with an origin ends
+// in "}}" (every other one ends with a string), and the pattern cannot
+// occur inside a JSON string, so reading it from the end, without parsing
+// the JSON, is exact and cheap.
+func parseLost(env []byte) (Lost, bool) {
+	const fromKey, toKey = `,"lostFrom":`, `,"lostTo":`
+	n := len(env)
+	if n < 2 || env[n-1] != '}' || env[n-2] != '}' {
+		return Lost{}, false
+	}
+	to, i, ok := scanDecimalBack(env, n-2)
+	if !ok || i < len(toKey) || string(env[i-len(toKey):i]) != toKey {
+		return Lost{}, false
+	}
+	from, j, ok := scanDecimalBack(env, i-len(toKey))
+	if !ok || j < len(fromKey) || string(env[j-len(fromKey):j]) != fromKey || from == 0 || to < from {
+		return Lost{}, false
+	}
+	return Lost{From: from, To: to}, true
+}
+
+// scanDecimalBack reads the unsigned decimal that ends at p[end], returning
+// it and the offset where it starts.
+func scanDecimalBack(p []byte, end int) (uint64, int, bool) {
+	i := end
+	for i > 0 && end-i < 20 && p[i-1] >= '0' && p[i-1] <= '9' {
+		i--
+	}
+	n, j, ok := scanDecimal(p, i)
+	return n, i, ok && j == end
 }
 
 // ReadyData is the data of stream:ready, the first frame of every stream.
@@ -449,16 +535,23 @@ type ReadyData struct {
 
 // Gap reasons, the data.reason of stream:gap.
 const (
-	GapRingEvicted = "ring_evicted"
-	GapEpochReset  = "epoch_reset"
+	GapRingEvicted  = "ring_evicted"
+	GapEpochReset   = "epoch_reset"
+	GapUpstreamLost = "upstream_lost"
 )
 
-// GapData is the data of stream:gap: the resume point could not be served.
+// GapData is the data of stream:gap: the resume point could not be
+// served, or (upstream_lost) a mirror's origin lost events before the
+// event that follows the gap, whose id is EarliestAvailableID.
 type GapData struct {
 	Reason              string  `json:"reason"`
 	LastDeliveredID     uint64  `json:"lastDeliveredId"`
 	EarliestAvailableID *uint64 `json:"earliestAvailableId"`
 	LastID              uint64  `json:"lastId"`
+	// OriginFrom and OriginTo are the missing origin ids, inclusive, for
+	// upstream_lost only.
+	OriginFrom uint64 `json:"originFrom,omitempty"`
+	OriginTo   uint64 `json:"originTo,omitempty"`
 }
 
 // ReplayedData is the data of stream:replayed, sent after a resume's replay.

@@ -58,7 +58,7 @@ func (b *Bus) stageCopies(batches []Copies) (Staged, error) {
 			p.release()
 		}
 	}()
-	origins := make([]Origin, n)
+	metas := make([]frameMeta, n)
 	for _, c := range batches {
 		if c.From == nil && len(c.Frames) > 0 {
 			return Staged{}, inputError("frames", "", "copies of no session")
@@ -68,9 +68,12 @@ func (b *Bus) stageCopies(batches []Copies) (Staged, error) {
 			if !ok {
 				return Staged{}, inputError("frames", "", "not an event of session "+c.From.session)
 			}
-			o := &origins[len(preps)]
-			*o = Origin{Session: c.From.session, Epoch: c.From.epoch, Seq: f.ID}
-			p.origin = o
+			m := &metas[len(preps)]
+			m.origin = Origin{Session: c.From.session, Epoch: c.From.epoch, Seq: f.ID}
+			if f.meta != nil {
+				m.lost = f.meta.lost // the copy of a mirrored event carries its loss
+			}
+			p.meta = m
 			preps = append(preps, p)
 		}
 	}
@@ -80,7 +83,7 @@ func (b *Bus) stageCopies(batches []Copies) (Staged, error) {
 // prepareCopy encodes everything but the id of the copy of f, an event of
 // session; false if f is not one this package encoded.
 func prepareCopy(f *Frame, session string) (prepared, bool) {
-	if f.Reserved() || f.origin != nil || session == "" {
+	if _, copied := f.Origin(); f.Reserved() || copied || session == "" {
 		return prepared{}, false
 	}
 	env := f.JSON()

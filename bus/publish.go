@@ -214,16 +214,24 @@ func (b *Bus) deliverLocked(frames []*Frame) {
 			size += int64(f.Size())
 		}
 	}
+	lost := false // a frame records a loss at a mirror's origin
+	for _, f := range frames {
+		if f.meta != nil && f.meta.lost.From != 0 {
+			lost = true
+			break
+		}
+	}
 	for _, s := range b.subs {
 		s.mu.Lock()
 		n := len(s.q)
-		all := len(frames) > 1 && s.family == "" && s.filter.Load() == nil
+		all := len(frames) > 1 && !lost && s.family == "" && s.filter.Load() == nil
 		if all && cap(s.q)-n < len(frames) {
 			// It takes every frame (or is evicted on the way): grow the
 			// queue once, not once per doubling.
 			s.q = slices.Grow(s.q, min(len(frames), s.maxQueued+1))
 		}
 		if all && s.end == EndNone && s.pushAllLocked(frames, size) {
+			s.cursor = frames[len(frames)-1].ID
 			delivered += uint64(len(frames))
 			s.mu.Unlock()
 			s.notify()
@@ -233,12 +241,18 @@ func (b *Bus) deliverLocked(frames []*Frame) {
 			if s.end != EndNone {
 				break
 			}
+			if lost {
+				if l, ok := f.Lost(); ok {
+					s.pushLostLocked(f, l, b.shown, &b.stats)
+				}
+			}
 			if !s.matches(f.Type) {
 				continue
 			}
 			if s.pushLiveLocked(f, &b.stats) {
 				evicted = true // f was not queued
 			} else {
+				s.cursor = f.ID
 				delivered++
 			}
 		}

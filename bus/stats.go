@@ -6,36 +6,38 @@ import (
 
 // counters are the bus's cumulative figures, read without the lock.
 type counters struct {
-	published      atomic.Uint64
-	delivered      atomic.Uint64
-	slowWarnings   atomic.Uint64
-	slowBytes      atomic.Uint64 // of slowWarnings, those the byte figure set off
-	evictedQueue   atomic.Uint64
-	evictedBytes   atomic.Uint64
-	gapRingEvicted atomic.Uint64
-	gapEpochReset  atomic.Uint64
-	replayed       atomic.Uint64
+	published       atomic.Uint64
+	delivered       atomic.Uint64
+	slowWarnings    atomic.Uint64
+	slowBytes       atomic.Uint64 // of slowWarnings, those the byte figure set off
+	evictedQueue    atomic.Uint64
+	evictedBytes    atomic.Uint64
+	gapRingEvicted  atomic.Uint64
+	gapEpochReset   atomic.Uint64
+	gapUpstreamLost atomic.Uint64
+	replayed        atomic.Uint64
 }
 
 // Stats are a bus's figures at one instant. Counters are cumulative.
 type Stats struct {
-	Session        string
-	Epoch          string
-	LastID         uint64
-	EarliestID     uint64 // 0 when the ring is empty
-	RingLen        int
-	RingBytes      int64
-	Subscribers    int
-	Published      uint64 // events that got an id
-	Delivered      uint64 // live frames queued to subscribers
-	SlowWarnings   uint64 // stream:slow sent, for either figure
-	SlowBytes      uint64 // of SlowWarnings, those sent because live bytes reached 75% (and frames had not)
-	EvictedQueue   uint64 // stream:lagged, queue_overflow
-	EvictedBytes   uint64 // stream:lagged, queue_bytes_overflow
-	GapRingEvicted uint64 // stream:gap served, ring_evicted
-	GapEpochReset  uint64 // stream:gap served, epoch_reset
-	Replayed       uint64 // events queued by replays
-	Limits         Limits
+	Session         string
+	Epoch           string
+	LastID          uint64
+	EarliestID      uint64 // 0 when the ring is empty
+	RingLen         int
+	RingBytes       int64
+	Subscribers     int
+	Published       uint64 // events that got an id
+	Delivered       uint64 // live frames queued to subscribers
+	SlowWarnings    uint64 // stream:slow sent, for either figure
+	SlowBytes       uint64 // of SlowWarnings, those sent because live bytes reached 75% (and frames had not)
+	EvictedQueue    uint64 // stream:lagged, queue_overflow
+	EvictedBytes    uint64 // stream:lagged, queue_bytes_overflow
+	GapRingEvicted  uint64 // stream:gap served, ring_evicted
+	GapEpochReset   uint64 // stream:gap served, epoch_reset
+	GapUpstreamLost uint64 // stream:gap served, upstream_lost (a mirror's origin lost events)
+	Replayed        uint64 // events queued by replays
+	Limits          Limits
 }
 
 // Stats returns the bus's figures.
@@ -56,6 +58,7 @@ func (b *Bus) Stats() Stats {
 	s.EvictedBytes = b.stats.evictedBytes.Load()
 	s.GapRingEvicted = b.stats.gapRingEvicted.Load()
 	s.GapEpochReset = b.stats.gapEpochReset.Load()
+	s.GapUpstreamLost = b.stats.gapUpstreamLost.Load()
 	s.Replayed = b.stats.replayed.Load()
 	return s
 }

@@ -147,6 +147,7 @@ func (b *Bus) openLocked(s *Subscription, opts SubscribeOptions) {
 		ready.Cursor = &c
 	}
 	s.pushForcedLocked(reservedFrame(TypeReady, s.session, ready))
+	s.cursor = b.shown
 	if opts.Cursor == nil {
 		return
 	}
@@ -167,14 +168,22 @@ func (b *Bus) openLocked(s *Subscription, opts SubscribeOptions) {
 			Reason: gap, LastDeliveredID: cursor, EarliestAvailableID: nullable(earliest), LastID: b.shown,
 		}))
 	}
+	s.cursor = cursor
+	if gap == GapEpochReset {
+		s.cursor = 0 // nothing of the new sequence was delivered
+	}
 	var count int
 	var lastReplayed uint64
 	b.store.Scan(from, func(f *Frame) bool {
 		if f.ID > b.shown {
 			return false // not durable yet: Finish delivers it live
 		}
+		if l, ok := f.Lost(); ok {
+			s.pushLostLocked(f, l, b.shown, &b.stats)
+		}
 		if s.matches(f.Type) {
 			s.pushForcedLocked(f)
+			s.cursor = f.ID
 			count++
 			lastReplayed = f.ID
 		}

@@ -44,6 +44,7 @@ type Subscription struct {
 	waiting   bool   // the writer's last Take returned nothing
 	warned    bool   // stream:slow sent; re-armed at 37.5%
 	lagReason string // stream:lagged's reason, once evicted
+	cursor    uint64 // the last event id queued, or where the stream started: a gap's lastDeliveredId
 	end       EndReason
 	dropped   bool // Close was called: Take returns nothing more
 }
@@ -265,6 +266,19 @@ func (s *Subscription) pushAllLocked(frames []*Frame, size int64) bool {
 	s.waiting = false
 	s.live, s.liveBytes = live, bytes
 	return true
+}
+
+// pushLostLocked queues, before the event f that records a loss at a
+// mirror's origin, the stream:gap (upstream_lost) that announces it. It is
+// queued whatever the subscriber's filter, since nobody knows the types of
+// the events that were lost. s.mu must be held.
+func (s *Subscription) pushLostLocked(f *Frame, l Lost, lastID uint64, st *counters) {
+	id := f.ID
+	s.pushForcedLocked(reservedFrame(TypeGap, s.session, GapData{
+		Reason: GapUpstreamLost, LastDeliveredID: s.cursor, EarliestAvailableID: &id, LastID: lastID,
+		OriginFrom: l.From, OriginTo: l.To,
+	}))
+	st.gapUpstreamLost.Add(1)
 }
 
 // rearmLocked re-arms the slow warning once both figures are at 37.5% or below.

@@ -42,6 +42,7 @@ func addCounters(dst, src *bus.Stats) {
 	dst.EvictedQueue += src.EvictedQueue
 	dst.EvictedBytes += src.EvictedBytes
 	dst.GapRingEvicted += src.GapRingEvicted
+	dst.GapUpstreamLost += src.GapUpstreamLost
 	dst.GapEpochReset += src.GapEpochReset
 	dst.Replayed += src.Replayed
 }

@@ -70,6 +70,13 @@ func describeGap(d bus.GapData) string {
 	if d.EarliestAvailableID != nil {
 		next = fmt.Sprintf("continuing from %d", *d.EarliestAvailableID)
 	}
+	if d.Reason == bus.GapUpstreamLost {
+		ids := fmt.Sprintf("events %d–%d", d.OriginFrom, d.OriginTo)
+		if d.OriginFrom == d.OriginTo {
+			ids = fmt.Sprintf("event %d", d.OriginFrom)
+		}
+		return fmt.Sprintf("gap: the origin of this mirror lost %s of its session before they reached this daemon; %s", ids, next)
+	}
 	if d.Reason == bus.GapEpochReset {
 		return fmt.Sprintf("gap: the bus restarted its event ids (a new epoch: the daemon restarted without keeping events, or the session was recreated); events after %d of the old sequence that were not printed are lost; %s of the new sequence",
 			d.LastDeliveredID, next)

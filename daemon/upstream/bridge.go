@@ -109,10 +109,12 @@ type Bridge struct {
 	wg     sync.WaitGroup
 	kick   chan struct{} // wakes the scanner
 
-	pat      atomic.Pointer[patterns] // the export and import patterns in force
-	exported atomic.Uint64            // events acknowledged by JetStream, all sessions
-	imported atomic.Uint64            // events published to mirrors
-	lost     atomic.Uint64            // events the ring no longer held when they were due for export
+	pat        atomic.Pointer[patterns] // the export and import patterns in force
+	exported   atomic.Uint64            // events acknowledged by JetStream, all sessions
+	imported   atomic.Uint64            // events published to mirrors
+	lost       atomic.Uint64            // events the ring no longer held when they were due for export
+	importLost atomic.Uint64            // origin ids mirrors found missing (upstream_lost)
+	importGaps atomic.Uint64            // the jumps in origin ids that skipped them
 
 	mu           sync.Mutex // guards the fields below; taken before exporter.mu
 	exporters    map[string]*exporter

@@ -44,7 +44,11 @@
 // the origin (node, session, id, epoch) in its envelope. A mirror knows
 // the origin of its last event from its own ring, so a message applied
 // before a crash but after the cursor was last written is recognised and
-// skipped: nothing is imported twice. When the source's epoch changes,
+// skipped: nothing is imported twice. When the next origin id is not the
+// one after the mirror's last (or a mirror starts past id 1), the origin
+// lost events: the event that follows them carries the loss in its origin
+// (bus.RemoteOrigin.LostFrom, LostTo), and the bus announces it to each
+// reader with stream:gap, upstream_lost. When the source's epoch changes,
 // the mirror's streams end (stream:closed, reason reload), the session is
 // deleted and created again on a new epoch, so every reader that resumes
 // gets stream:gap with reason epoch_reset.

@@ -44,7 +44,8 @@ type mirror struct {
 	epoch         string // the source's epoch of the last event applied
 	id            uint64 // the source's id of the last event applied
 	imported      uint64
-	known         bool // epoch and id are set (from the ring or an event)
+	lost, gaps    uint64 // origin ids found missing, and the jumps that skipped them
+	known         bool   // epoch and id are set (from the ring or an event)
 }
 
 // syncImportersLocked starts an importer per new pattern and stops those
@@ -216,10 +217,22 @@ func (im *importer) apply(batch []jetstream.Msg) error {
 			return fmt.Errorf("mirror %s: %w", runID, err)
 		}
 		last := run[len(run)-1].Origin
+		var lost, gaps uint64
+		for _, e := range run {
+			if o := e.Origin; o.LostFrom != 0 {
+				lost, gaps = lost+o.LostTo-o.LostFrom+1, gaps+1
+				im.b.logger.Warn("upstream: the origin of a mirror lost events; readers get a stream:gap (upstream_lost)",
+					"mirror", runID, "epoch", o.Epoch, "from", o.LostFrom, "to", o.LostTo)
+			}
+		}
 		runMirror.mu.Lock()
 		runMirror.epoch, runMirror.id, runMirror.known = last.Epoch, last.ID, true
 		runMirror.imported += uint64(len(run))
+		runMirror.lost += lost
+		runMirror.gaps += gaps
 		runMirror.mu.Unlock()
+		im.b.importLost.Add(lost)
+		im.b.importGaps.Add(gaps)
 		im.b.imported.Add(uint64(len(run)))
 		run = run[:0]
 		return nil
@@ -234,16 +247,20 @@ func (im *importer) apply(batch []jetstream.Msg) error {
 				}
 				runMirror, runID = mr, in.mirror
 			}
-			switch mr.decide(in.origin) {
+			var pending *bus.RemoteOrigin // the run's last, which mr does not know yet
+			if len(run) > 0 {
+				pending = run[len(run)-1].Origin
+			}
+			switch act, prev := mr.decide(in.origin, pending); act {
 			case applyEvent:
-				in.ev.Origin = &in.origin
+				in.ev.Origin = withLoss(in.origin, prev)
 				run = append(run, in.ev)
 			case resetMirror:
 				if err := flush(); err != nil {
 					return err
 				}
 				im.b.resetMirror(in.mirror, mr, in.origin)
-				in.ev.Origin = &in.origin
+				in.ev.Origin = withLoss(in.origin, 0)
 				run = append(run, in.ev)
 			case skipEvent:
 			}
@@ -333,19 +350,37 @@ const (
 
 // decide says what to do with an event of the mirror's source: skip it if
 // the mirror already has it, reset the mirror if the source's epoch
-// changed, else apply it.
-func (mr *mirror) decide(o bus.RemoteOrigin) int {
+// changed, else apply it. pending, when not nil, is the origin of the
+// last event on its way to the mirror, which counts as the mirror's last.
+// prev is the source's id of the mirror's last event in o's epoch, 0 for
+// none: the origin ids between prev and o.ID are lost.
+func (mr *mirror) decide(o bus.RemoteOrigin, pending *bus.RemoteOrigin) (act int, prev uint64) {
 	mr.mu.Lock()
-	defer mr.mu.Unlock()
-	switch {
-	case !mr.known:
-		return applyEvent
-	case o.Epoch == mr.epoch && o.ID <= mr.id:
-		return skipEvent
-	case o.Epoch != mr.epoch:
-		return resetMirror
+	known, epoch, id := mr.known, mr.epoch, mr.id
+	mr.mu.Unlock()
+	if pending != nil {
+		known, epoch, id = true, pending.Epoch, pending.ID
 	}
-	return applyEvent
+	switch {
+	case !known:
+		return applyEvent, 0
+	case o.Epoch == epoch && o.ID <= id:
+		return skipEvent, id
+	case o.Epoch != epoch:
+		return resetMirror, 0
+	}
+	return applyEvent, id
+}
+
+// withLoss returns the origin of an event applied after the source's id
+// prev (0 for none), recording the ids between them, if any, as lost
+// (SPEC §12): an epoch's ids start at 1, so a mirror that starts at a
+// later id, too, has lost what came before it.
+func withLoss(o bus.RemoteOrigin, prev uint64) *bus.RemoteOrigin {
+	if o.ID > prev+1 {
+		o.LostFrom, o.LostTo = prev+1, o.ID-1
+	}
+	return &o
 }
 
 // mirrorFor returns the state of mirror id, reading the origin of its last

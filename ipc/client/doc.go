@@ -28,6 +28,10 @@
 //     sequence (a daemon without durability restarted, or the session was
 //     recreated); what the stream had not received of the old one is lost,
 //     and the new sequence is replayed from its start;
+//   - stream:gap with reason "upstream_lost": on a mirror of another
+//     node's session, the origin ids originFrom..originTo never reached
+//     it; the event that follows (earliestAvailableId) is the first after
+//     them. The cursor is unaffected;
 //   - stream:lagged: the daemon dropped the connection because the reader
 //     fell behind; the stream reconnects at once and recovers the events
 //     from the ring.
