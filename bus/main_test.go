@@ -163,13 +163,7 @@ func isInputError(err error, field string) bool {
 // eventually polls cond until it holds or wait passes.
 func eventually(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("waited %v for %s", wait, what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	bustest.Eventually(tb, wait, what, cond)
 }
 
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }

@@ -70,11 +70,11 @@ type loader struct {
 	cfg  Config
 	errs []error
 	// from maps a key to the file or flag that set it.
-	from map[string]valueOrigin
+	from map[string]valueSource
 }
 
-// valueOrigin is where a value came from: a file or a flag.
-type valueOrigin struct{ file, flag string }
+// valueSource is where a value came from: a file or a flag.
+type valueSource struct{ file, flag string }
 
 // loadFile returns a loader holding the file at path over the defaults. Key
 // errors are kept in the loader; the error returned is one that stops
@@ -83,7 +83,7 @@ func loadFile(path string, explicit bool) (*loader, error) {
 	if path == "" {
 		path, explicit = DefaultConfigPath(), false
 	}
-	l := &loader{cfg: Defaults(), from: make(map[string]valueOrigin)}
+	l := &loader{cfg: Defaults(), from: make(map[string]valueSource)}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		abs = path
@@ -176,7 +176,7 @@ func (l *loader) decode(path, dir, data string) error {
 		if p, ok := ptr.(*string); ok && s.Path && *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(dir, *p)
 		}
-		l.from[s.Key] = valueOrigin{file: path}
+		l.from[s.Key] = valueSource{file: path}
 	}
 	return nil
 }
@@ -205,7 +205,7 @@ func (l *loader) applyString(s Setting, v, flag string) {
 		l.errs = append(l.errs, &ConfigError{Key: s.Key, Msg: msg, Flag: flag})
 		return
 	}
-	l.from[s.Key] = valueOrigin{flag: flag}
+	l.from[s.Key] = valueSource{flag: flag}
 }
 
 // finish validates the loaded configuration and returns it, or every error

@@ -74,11 +74,11 @@ func (l *loader) decodeUpstream(path, dir string, md toml.MetaData, prim toml.Pr
 			bad(msg)
 			continue
 		}
-		l.from[key] = valueOrigin{file: path}
+		l.from[key] = valueSource{file: path}
 	}
 	for _, k := range upstream.Keys {
 		if _, ok := l.from[upstreamKey+"."+k]; !ok {
-			l.from[upstreamKey+"."+k] = valueOrigin{file: path} // a default the table implies
+			l.from[upstreamKey+"."+k] = valueSource{file: path} // a default the table implies
 		}
 	}
 	c.Fill()

@@ -27,6 +27,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/localbus/localbus/daemon/daemontest"
+
+	"github.com/localbus/localbus/bus/bustest"
 )
 
 // patience bounds every wait on the daemon, which is built with -race and
@@ -37,13 +39,7 @@ const patience = 30 * time.Second
 // patience.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(patience)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", patience, what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
-	}
+	bustest.Eventually(t, patience, what, cond)
 }
 
 // waitExit waits for the daemon to exit and returns its exit code and how

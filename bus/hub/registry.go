@@ -96,19 +96,19 @@ func (h *Hub) lockSettled(id string) {
 }
 
 // How a session comes to be, for createLocked.
-type origin int
+type creation int
 
 const (
-	byCreate  origin = iota // Create (POST /api/v1/sessions)
-	byPublish               // a publish to a missing session (AutoCreate)
-	byRestore               // held by the journal at New
+	byCreate  creation = iota // Create (POST /api/v1/sessions)
+	byPublish                 // a publish to a missing session (AutoCreate)
+	byRestore                 // held by the journal at New
 )
 
 // createLocked makes session id. A restored session is never refused by
 // the limits; one a publish by peer creates also counts against
 // MaxAutoSessions and peer's share of them (a restored one, against the
 // share of the peer the journal stored with it). h.mu must be held.
-func (h *Hub) createLocked(id string, ringSize int, how origin, peer share.Peer) (*Session, error) {
+func (h *Hub) createLocked(id string, ringSize int, how creation, peer share.Peer) (*Session, error) {
 	restore := how == byRestore
 	if h.closed {
 		return nil, ErrClosed
@@ -146,7 +146,7 @@ func (h *Hub) createLocked(id string, ringSize int, how origin, peer share.Peer)
 
 // openLocked opens the store and bus of session id for createLocked.
 // h.mu must be held.
-func (h *Hub) openLocked(id string, ringSize int, how origin, peer share.Peer) (*Session, error) {
+func (h *Hub) openLocked(id string, ringSize int, how creation, peer share.Peer) (*Session, error) {
 	restore := how == byRestore
 	var st bus.Store
 	epoch := ""

@@ -287,13 +287,7 @@ func TestEverySyncModeSyncsAsDocumented(t *testing.T) {
 // waitFor polls cond for up to 10 s.
 func waitFor(t testing.TB, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met after 10s")
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval
-	}
+	bustest.Eventually(t, 10*time.Second, "the condition", cond)
 }
 
 func TestRetentionBoundsWhatIsOnDisk(t *testing.T) {

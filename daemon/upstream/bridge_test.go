@@ -17,6 +17,8 @@ import (
 	"github.com/localbus/localbus/daemon/journal"
 	"github.com/localbus/localbus/daemon/upstream"
 	"github.com/localbus/localbus/daemon/upstream/natstest"
+
+	"github.com/localbus/localbus/bus/bustest"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -104,13 +106,7 @@ func (n *node) publish(session string, start, count, batch int) {
 // waitFor polls cond until it holds or 30 s pass.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling, bounded by the deadline
-	}
+	bustest.Eventually(t, 30*time.Second, what, cond)
 }
 
 func lastID(h *hub.Hub, session string) uint64 {

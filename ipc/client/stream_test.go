@@ -17,6 +17,8 @@ import (
 
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/ipc/client"
+
+	"github.com/localbus/localbus/bus/bustest"
 )
 
 var transports = []client.Transport{client.SSE, client.WebSocket}
@@ -326,13 +328,7 @@ func TestStreamRefusesBadOptions(t *testing.T) {
 // test after wait.
 func waitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling, not synchronisation
-	}
+	bustest.Eventually(t, wait, what, cond)
 }
 
 // evict opens a stream on s with the smallest queue, publishes n large

@@ -20,6 +20,8 @@ import (
 
 	"github.com/localbus/localbus/daemon/daemontest"
 	"github.com/localbus/localbus/ipc/access"
+
+	"github.com/localbus/localbus/bus/bustest"
 )
 
 // TestMain checks for leaked goroutines and removes the daemon binary the
@@ -394,11 +396,5 @@ func bearer(key string) []string { return []string{"Authorization", "Bearer " + 
 // timeout.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval
-	}
+	bustest.Eventually(t, timeout, what, cond)
 }

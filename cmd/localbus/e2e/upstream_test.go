@@ -13,6 +13,8 @@ import (
 
 	"github.com/localbus/localbus/daemon/daemontest"
 	"github.com/localbus/localbus/daemon/upstream/natstest"
+
+	"github.com/localbus/localbus/bus/bustest"
 )
 
 // upstreamWait bounds the waits of the upstream tests: catching up after
@@ -54,13 +56,7 @@ func publishNumbers(t *testing.T, d *daemontest.Daemon, session string, start, c
 // pollUntil polls cond every 20 ms until it holds or upstreamWait passes.
 func pollUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(upstreamWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling, bounded by the deadline
-	}
+	bustest.Eventually(t, upstreamWait, what, cond)
 }
 
 var lagRE = regexp.MustCompile(`(?m)^localbus_upstream_export_lag_events\{session="build"\} (\d+)$`)
