@@ -199,6 +199,8 @@ type Handler struct {
 	bodies  *share.Pool
 	metrics *metrics
 	tickets *access.TicketStore
+	// presence is every live stream, for GET …/subscribers.
+	presence *presence
 	// refusalLimiter keeps refused requests from flooding the log.
 	refusalLimiter rateLimiter
 }
@@ -207,6 +209,7 @@ type Handler struct {
 func New(opts Options) *Handler {
 	h := &Handler{mux: http.NewServeMux(), refusalLimiter: rateLimiter{interval: time.Second}}
 	h.drainCtx, h.drainCancel = context.WithCancel(context.Background())
+	h.presence = newPresence()
 	h.open = share.NewPool(share.Options{Name: PoolStreams, Err: bus.ErrSubscriberLimit})
 	h.bodies = share.NewPool(share.Options{Name: PoolBodyBytes})
 	h.tickets = opts.Tickets

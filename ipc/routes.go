@@ -49,6 +49,8 @@ var routes = []route{
 	{"POST", wire.PathTickets, routeREST, true, scopeAny, (*Handler).serveTicket, nil},
 	{"GET", wire.PathSessions, routeREST, false, scopeRead, (*Handler).serveListSessions, nil},
 	{"GET", wire.PatternSession, routeREST, false, scopeRead, (*Handler).serveShowSession, nil},
+	{"GET", wire.PatternSessionSubscribers, routeREST, false, scopeRead, (*Handler).serveSessionSubscribers, nil},
+	{"GET", wire.PathSubscribers, routeREST, false, scopeAdmin, (*Handler).serveSubscribers, nil},
 	{"DELETE", wire.PatternSession, routeREST, false, scopeAdmin, (*Handler).serveDeleteSession, nil},
 	{"POST", wire.PathReload, routeREST, false, scopeAdmin, (*Handler).serveReload, nil},
 	{"GET", wire.PathUpstream, routeREST, false, scopeRead, (*Handler).serveUpstream, nil},

@@ -209,6 +209,7 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 	}
 	h.streams.Add(1)
 	var sub *bus.Subscription
+	var live *liveStream
 	sl := newStreamLog(h, r, c, kind, session, family.String())
 	// The stream's unit of every bus's streams, on its peer's account.
 	open := h.open.Account(c.Share)
@@ -222,6 +223,7 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 			// Closed first, so that a stream whose peer left ends as
 			// cancelled, whichever transport noticed it.
 			sub.Close()
+			h.presence.remove(live)
 			sl.ended(sub)
 		}
 		if held {
@@ -268,6 +270,8 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 		h.metrics.refused(reasonLimit, wire.CodeSubscriberLimit)
 		h.logRefusal(r, reqWriterOf(w), http.StatusTooManyRequests, reasonLimit, wire.CodeSubscriberLimit)
 	} else {
+		live = h.presence.add(r, c, kind, subscriberBus(session, family), sub)
+		sl.live = live
 		sl.opened()
 	}
 	switch kind {
@@ -276,6 +280,18 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 	case kindWS:
 		h.runWS(w, r, sub, refusal, sl, done)
 	}
+}
+
+// subscriberBus names the bus a stream reads, as GET /api/v1/subscribers
+// shows it.
+func subscriberBus(session string, family bus.Family) wire.SubscriberBus {
+	switch {
+	case session != "":
+		return wire.SubscriberBus{Session: session}
+	case !family.IsZero():
+		return wire.SubscriberBus{Family: family.String()}
+	}
+	return wire.SubscriberBus{Global: true}
 }
 
 // streamPoolText names a pool a stream is refused by, for its
@@ -327,6 +343,9 @@ func pump(ctx context.Context, sub *bus.Subscription, w framewriter.Writer, repl
 		n := len(wb.Frames)
 		sl.checkSlow(sub)
 		err := w.Write(wb, wb.Frames, nil, ended)
+		if err == nil {
+			sl.live.flushed(wb.Frames)
+		}
 		framewriter.PutBuf(wb)
 		if err != nil {
 			return bus.EndNone, false
@@ -377,6 +396,9 @@ type streamLog struct {
 	attrs []any
 	nbus  int // attrs[:nbus] name the path, the transport and the bus; the rest the peer
 	slow  int // warnings logged so far
+	// live is the stream's entry in the handler's presence, which the
+	// writer's flushes update; nil for a refused stream.
+	live *liveStream
 
 	transport string
 	bytes     prometheus.Counter // the transport's localbus_stream_bytes_written_total

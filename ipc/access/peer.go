@@ -12,6 +12,11 @@ import (
 type Peer struct {
 	UID, GID uint32
 	PID      int32
+	// Comm is the process's name (/proc/PID/comm) when the connection was
+	// accepted, "" when it could not be read. Unlike the credentials it is
+	// what the process calls itself, for people to read, never to decide
+	// access by.
+	Comm string
 }
 
 // ErrNotUnix is returned by [PeerCred] for a connection that is not a Unix
@@ -22,13 +27,18 @@ var ErrNotUnix = errors.New("access: peer credentials need a Unix socket connect
 // *net.UnixConn, or wrap one behind NetConn methods (as *tls.Conn does);
 // anything else is [ErrNotUnix]. On systems without SO_PEERCRED it returns
 // an error that wraps [errors.ErrUnsupported]. It does not read from or
-// write to conn and may be called from the server's ConnContext.
+// write to conn and may be called from the server's ConnContext. It also
+// reads the process's name once, for Comm.
 func PeerCred(conn net.Conn) (Peer, error) {
 	uc, ok := unwrapUnix(conn)
 	if !ok {
 		return Peer{}, ErrNotUnix
 	}
-	return peerCred(uc)
+	p, err := peerCred(uc)
+	if err == nil {
+		p.Comm = ProcessName(p.PID)
+	}
+	return p, err
 }
 
 // A netConnWrapper is a connection that wraps another and gives it out, as

@@ -1,9 +1,11 @@
 package access
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,6 +29,20 @@ func peerCred(uc *net.UnixConn) (Peer, error) {
 		return Peer{}, fmt.Errorf("access: peer credentials: %w", err)
 	}
 	return Peer{UID: cred.Uid, GID: cred.Gid, PID: cred.Pid}, nil
+}
+
+// ProcessName returns the name the kernel keeps for process pid
+// (/proc/PID/comm, at most 15 bytes), or "" when there is none to read (the
+// process is gone, or /proc is not mounted).
+func ProcessName(pid int32) string {
+	if pid <= 0 {
+		return ""
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/comm")
+	if err != nil {
+		return ""
+	}
+	return string(bytes.TrimRight(b, "\n"))
 }
 
 // keepOwner gives the file f the owner of the file at path, or, when there
