@@ -77,7 +77,7 @@ func (b *Bus) stageCopies(batches []Copies) (Staged, error) {
 			preps = append(preps, p)
 		}
 	}
-	return b.commit(preps, nil, false)
+	return b.commit(preps, nil, false, "", nil)
 }
 
 // prepareCopy encodes everything but the id of the copy of f, an event of

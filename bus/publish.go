@@ -31,6 +31,14 @@ type Batch struct {
 	// must not be modified.
 	KeepFrames bool
 	Frames     []*Frame
+	// Key, when not empty, names the batch for its store, and KeyValue
+	// says what to store under it once the batch has its ids: a store
+	// that is a KeyStore writes both with the events, so that a crash
+	// keeps the events and the key or neither (the hub's idempotency keys,
+	// SPEC §6). Stage calls KeyValue under the bus lock; it must not call
+	// the bus. Other stores ignore them, and so does a batch of Copies.
+	Key      string
+	KeyValue func(first, last uint64) []byte
 }
 
 // A Staged is a batch that has its ids and is written to the bus's store,
@@ -100,7 +108,7 @@ func (b *Bus) Stage(p Batch) (Staged, error) {
 		}
 		preps = append(preps, pr)
 	}
-	return b.commit(preps, p.Frames, p.KeepFrames)
+	return b.commit(preps, p.Frames, p.KeepFrames, p.Key, p.KeyValue)
 }
 
 // Finish waits until the staged batch is durable, then delivers it and
@@ -158,7 +166,7 @@ func (b *Bus) deliverDurableLocked(durable uint64) {
 // queues them to the subscribers at once; otherwise Finish does, once they
 // are. With keep it appends the frames to dst and returns the result in
 // st.Frames; otherwise it builds them in the bus's scratch slice.
-func (b *Bus) commit(preps []prepared, dst []*Frame, keep bool) (st Staged, err error) {
+func (b *Bus) commit(preps []prepared, dst []*Frame, keep bool, key string, keyValue func(first, last uint64) []byte) (st Staged, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -174,7 +182,9 @@ func (b *Bus) commit(preps []prepared, dst []*Frame, keep bool) (st Staged, err 
 	batch := frames[len(dst):]
 	durable := true
 	var mark uint64
-	if ds, ok := b.store.(DeferredStore); ok {
+	if ks, ok := b.store.(KeyStore); ok && key != "" && keyValue != nil {
+		mark, durable, err = ks.AppendKeyed(batch, key, keyValue(b.lastID+1, b.lastID+uint64(len(preps))))
+	} else if ds, ok := b.store.(DeferredStore); ok {
 		mark, durable, err = ds.AppendDeferred(batch)
 	} else {
 		err = b.store.Append(batch)

@@ -47,6 +47,15 @@ type DeferredStore interface {
 	WaitDurable(mark uint64) (durable uint64, err error)
 }
 
+// A KeyStore is a DeferredStore that can store a key with a batch, in the
+// same write as its frames, so that after a crash both are there or
+// neither (Batch.Key).
+type KeyStore interface {
+	DeferredStore
+	// AppendKeyed is AppendDeferred that also stores value under key.
+	AppendKeyed(frames []*Frame, key string, value []byte) (mark uint64, durable bool, err error)
+}
+
 // Errors a Store's Append may return, wrapped or not, that the layers above
 // the bus answer in their own terms (the router maps them to HTTP statuses)
 // without knowing which Store failed. Test for them with errors.Is.

@@ -117,6 +117,9 @@ type Config struct {
 	// IdempotencyWindow is how long a publish's Idempotency-Key is
 	// remembered (SPEC §6), from 1s to 24h. Default: 10m.
 	IdempotencyWindow time.Duration
+	// IdempotencyMaxBytes bounds the remembered Idempotency-Keys, in
+	// bytes, a pool with fair shares (SPEC §6); default 16 MiB.
+	IdempotencyMaxBytes int64
 	// MaxHeaderBytes is the size limit of a request's headers, from 1 KiB
 	// to 1 MiB. Default: 16384 (16 KiB).
 	MaxHeaderBytes int64
@@ -210,6 +213,7 @@ func Defaults() Config {
 		MaxInflightBodyBytes: 64 * mib,
 		PeerShare:            0.25,
 		IdempotencyWindow:    10 * time.Minute,
+		IdempotencyMaxBytes:  16 * mib,
 		MaxHeaderBytes:       16 * kib,
 		Keepalive:            15 * time.Second,
 		ShutdownTimeout:      10 * time.Second,
@@ -338,6 +342,7 @@ var settings = []Setting{
 	{Key: "max_inflight_body_bytes", Usage: "request bodies being read at once", field: func(c *Config) any { return &c.MaxInflightBodyBytes }},
 	{Key: "peer_share", Usage: "fraction of each shared pool one peer other than root may hold (1: no shares)", field: func(c *Config) any { return &c.PeerShare }},
 	{Key: "idempotency_window", Usage: "how long a publish's Idempotency-Key is remembered", field: func(c *Config) any { return &c.IdempotencyWindow }},
+	{Key: "idempotency_max_bytes", Usage: "bytes the remembered Idempotency-Keys may take, shared fairly between peers", field: func(c *Config) any { return &c.IdempotencyMaxBytes }},
 	{Key: "max_header_bytes", Usage: "size limit of a request's headers", field: func(c *Config) any { return &c.MaxHeaderBytes }},
 	{Key: "keepalive", Usage: "SSE comment and WebSocket ping interval", field: func(c *Config) any { return &c.Keepalive }},
 	{Key: "shutdown_timeout", Usage: "time allowed for a graceful shutdown", field: func(c *Config) any { return &c.ShutdownTimeout }},

@@ -46,6 +46,7 @@ var fullSet = map[string]string{
 	"max_event_bytes":         "65536",
 	"max_body_bytes":          "1048576",
 	"idempotency_window":      "30s",
+	"idempotency_max_bytes":   "1048576",
 	"max_auto_sessions":       "8",
 	"auto_session_ttl":        "1h",
 	"max_inflight_body_bytes": "2097152",

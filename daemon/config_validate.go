@@ -118,6 +118,7 @@ func (c Config) problems() []*ConfigError {
 		check("max_body_bytes", bytesInRange(c.MaxBodyBytes, minEventBytes, maxBodyBytes))
 	}
 	check("max_inflight_body_bytes", atLeastBytes(c.MaxInflightBodyBytes, minBufferBytes))
+	check("idempotency_max_bytes", atLeastBytes(c.IdempotencyMaxBytes, 64<<10))
 	if !(c.PeerShare > 0 && c.PeerShare <= 1) {
 		add("peer_share", "must be more than 0 and at most 1 (1 turns fair shares off), got %s", strconv.FormatFloat(c.PeerShare, 'g', -1, 64))
 	}

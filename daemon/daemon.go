@@ -203,13 +203,14 @@ func hubOptions(cfg Config) hub.Options {
 			RingSize: cfg.RingSize, RingMaxBytes: cfg.RingMaxBytes, MaxQueued: cfg.MaxQueued,
 			MaxQueuedBytes: cfg.MaxQueuedBytes, MaxSubscribers: cfg.MaxSubscribers,
 		},
-		MaxSessions:       cfg.MaxSessions,
-		MaxAutoSessions:   cfg.MaxAutoSessions,
-		PeerShare:         cfg.PeerShare,
-		MaxRingBytesTotal: cfg.MaxRingBytesTotal,
-		AutoSessionTTL:    cfg.AutoSessionTTL,
-		AutoCreate:        cfg.AutoCreateSessions,
-		IdempotencyWindow: cfg.IdempotencyWindow,
+		MaxSessions:         cfg.MaxSessions,
+		MaxAutoSessions:     cfg.MaxAutoSessions,
+		PeerShare:           cfg.PeerShare,
+		MaxRingBytesTotal:   cfg.MaxRingBytesTotal,
+		AutoSessionTTL:      cfg.AutoSessionTTL,
+		AutoCreate:          cfg.AutoCreateSessions,
+		IdempotencyWindow:   cfg.IdempotencyWindow,
+		IdempotencyMaxBytes: cfg.IdempotencyMaxBytes,
 	}
 }
 

@@ -228,7 +228,7 @@ func TestStartRefusesANewerJournalFormatTouchingNothing(t *testing.T) {
 	if code, _ := waitExit(t, d, time.Now()); code != 1 {
 		t.Errorf("exit code = %d, want 1", code)
 	}
-	if log := d.Stderr(); !strings.Contains(log, "format 9") || !strings.Contains(log, "format 2") {
+	if log := d.Stderr(); !strings.Contains(log, "format 9") || !strings.Contains(log, "format 3") {
 		t.Errorf("stderr does not name the state dir's format and the daemon's:\n%s", log)
 	}
 	if after := treeOf(t, state); !maps.Equal(before, after) {

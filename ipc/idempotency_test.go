@@ -2,6 +2,7 @@ package ipc_test
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -141,5 +142,57 @@ func TestIdempotencyKeyMalformedIsRefused(t *testing.T) {
 	s, _ := srv.Hub.Session("s")
 	if s.Bus.LastID() != 1 {
 		t.Errorf("last id = %d, want 1: a refused publish published", s.Bus.LastID())
+	}
+}
+
+// TestAKeyedNDJSONBodyIsOneUnit publishes a keyed NDJSON body of more
+// lines than a batch may hold while another publisher writes to the same
+// session: its ids are contiguous, the reply names them, and a bad line
+// anywhere publishes nothing and is not remembered.
+func TestAKeyedNDJSONBodyIsOneUnit(t *testing.T) {
+	srv := newServer(t)
+	createSession(t, srv, "unit")
+	const lines = 2500
+	var body strings.Builder
+	for i := range lines {
+		fmt.Fprintf(&body, "{\"type\":\"t:a\",\"data\":%d}\n", i)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				srv.Publish(t, "unit", ev("t:b", "1"))
+			}
+		}
+	}()
+	send := func(b, key string) *ipctest.Response {
+		t.Helper()
+		h := http.Header{"Content-Type": {wire.ContentTypeNDJSON}, wire.HeaderIdempotencyKey: {key}}
+		return srv.Do(t, http.MethodPost, wire.SessionEventsPath("unit")+"?ack=end", h, []byte(b))
+	}
+	r := send(body.String(), "big")
+	close(stop)
+	<-done
+	var sr wire.StreamReply
+	r.DecodeJSON(t, &sr)
+	if r.Status != http.StatusOK || sr.Count != lines || sr.LastID != sr.FirstID+lines-1 {
+		t.Fatalf("keyed NDJSON of %d lines = %d %s, want 200 with %d contiguous ids", lines, r.Status, r.Body, lines)
+	}
+	bad := "{\"type\":\"t:a\",\"data\":1}\n{\"type\":\"t:a\",\"data\":}\n"
+	s, _ := srv.Hub.Session("unit")
+	last := s.Bus.LastID()
+	if r := send(bad, "bad"); r.Status != http.StatusBadRequest {
+		t.Fatalf("a keyed NDJSON body with a bad line = %d %s, want 400", r.Status, r.Body)
+	}
+	if got := s.Bus.LastID(); got != last {
+		t.Fatalf("a keyed body with a bad line published %d events", got-last)
+	}
+	if r := send("{\"type\":\"t:a\",\"data\":1}\n", "bad"); r.Status != http.StatusOK || r.Header.Get(wire.HeaderIdempotentReplayed) != "" {
+		t.Fatalf("the key of a refused body, used again = %d %s (replayed %q), want a new publish", r.Status, r.Body, r.Header.Get(wire.HeaderIdempotentReplayed))
 	}
 }

@@ -1,30 +1,27 @@
 package ipc
 
 import (
-	"bytes"
 	"crypto/sha256"
-	"encoding/json"
-	"fmt"
+	"math"
 	"net/http"
 	"strconv"
+	"time"
 
+	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/ipc/wire"
 )
 
 // Idempotent publishes (SPEC §6): a publish with an Idempotency-Key runs
-// through hub.Hub.Once, which remembers its reply per session and key. The
-// body is read whole first (a streaming NDJSON body too, up to
-// max_body_bytes), so that its digest decides between "the same request
-// again" (the first reply, with Idempotent-Replayed: true, nothing
-// published) and "another request with the same key" (409). Only a publish
-// that published something is remembered: a refused one may be sent again
-// with its key.
-
-// maxRememberedReply bounds the reply kept for a key: a streaming publish
-// with ?ack=line that published more lines is remembered by its final
-// wire.StreamReply alone.
-const maxRememberedReply = 1 << 20
+// through hub.Hub.PublishOnce, which remembers its result per session and
+// key, as a value. The body is read whole first (a streaming NDJSON body
+// too, up to max_body_bytes) and published as one batch, so its ids are
+// contiguous and its key is stored with its events; its digest decides
+// between "the same request again" (the first reply, rendered again from
+// the result, with Idempotent-Replayed: true, nothing published) and
+// "another request with the same key" (409). Only a publish that
+// published something is remembered: a refused one may be sent again with
+// its key.
 
 // publishReq is what a publish asked for, besides its body.
 type publishReq struct {
@@ -58,7 +55,8 @@ func printable(s string) bool {
 
 // publishOnce serves a publish with an Idempotency-Key.
 func (h *Handler) publishOnce(w http.ResponseWriter, r *http.Request, c Caller, p publishReq, key string) {
-	bd, err := h.readBody(w, r, c, h.options().MaxBodyBytes)
+	o := h.options()
+	bd, err := h.readBody(w, r, c, o.MaxBodyBytes)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -70,101 +68,75 @@ func (h *Handler) publishOnce(w http.ResponseWriter, r *http.Request, c Caller, 
 	d.Write(body)
 	var digest [32]byte
 	d.Sum(digest[:0])
-	result, replayed, err := h.options().Hub.OnceAs(c.Share, p.id, key, digest, func() (hub.Result, bool) {
-		rec := &recorder{ResponseWriter: w}
-		if p.streaming {
-			sr := h.publishStream(rec, r, bytes.NewReader(body), c, p.id, p.originator, p.ack == wire.AckLine)
-			if rec.over && sr.Count > 0 {
-				b, _ := json.Marshal(&sr)
-				return publishResult{Status: http.StatusOK, ContentType: wire.ContentTypeJSON, Body: append(b, '\n')}.encode(), true
-			}
-			return rec.result().encode(), sr.Count > 0
+	// A keyed NDJSON body is one unit, however many lines: max_body_bytes
+	// bounds it.
+	maxBatch := DefaultMaxBatch
+	if p.ndjson {
+		maxBatch = math.MaxInt
+	}
+	events, err := decodePublish(body, p.ndjson, o.MaxEventBytes, maxBatch)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	for i := range events {
+		if fam := bus.FamilyOf(events[i].Type); !c.Scopes.CanPublish(fam) {
+			h.refuse(w, r, c, errorf(http.StatusForbidden, wire.CodeForbidden, "event %d: this caller may not publish family %s; nothing was published", i, fam))
+			return
 		}
-		published := h.publishBody(rec, r, c, p.id, p.originator, p.ndjson, body)
-		return rec.result().encode(), published
-	})
-	if err != nil {
-		writeError(w, err)
-		return
+		events[i].Originator = p.originator
 	}
+	start := time.Now()
+	res, replayed, err := o.Hub.PublishOnce(c.Share, p.id, key, digest, events)
 	if !replayed {
-		return // answered as it was published
+		h.metrics.publishSeconds.Observe(time.Since(start).Seconds())
 	}
-	reply, err := decodeResult(result)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	if reply.ContentType != "" {
-		w.Header().Set("Content-Type", reply.ContentType)
+	if replayed {
+		w.Header().Set(wire.HeaderIdempotentReplayed, "true")
 	}
+	writePublishResult(w, res, p)
+}
+
+// writePublishResult renders the reply of a keyed publish from its
+// result, in the form the request asked for: {"ids","lastId"} for a
+// body, a wire.StreamReply for a streaming one, preceded by {"id":N}
+// lines with ?ack=line.
+func writePublishResult(w http.ResponseWriter, res hub.Result, p publishReq) {
 	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set(wire.HeaderIdempotentReplayed, "true")
-	w.WriteHeader(reply.Status)
-	w.Write(reply.Body)
-}
-
-// recorder passes a reply through to the client and keeps a copy, up to
-// maxRememberedReply bytes.
-type recorder struct {
-	http.ResponseWriter
-	status int
-	buf    bytes.Buffer
-	over   bool // the reply was longer than maxRememberedReply
-}
-
-func (rc *recorder) WriteHeader(status int) {
-	if rc.status == 0 {
-		rc.status = status
+	ids := make([]uint64, 0, min(res.Count, wire.MaxStreamAckIDs+1))
+	for n := range res.Count {
+		if !p.streaming || n < wire.MaxStreamAckIDs {
+			ids = append(ids, res.First+uint64(n))
+		}
 	}
-	rc.ResponseWriter.WriteHeader(status)
-}
-
-func (rc *recorder) Write(p []byte) (int, error) {
-	if rc.status == 0 {
-		rc.status = http.StatusOK
+	if !p.streaming {
+		writeJSON(w, res.Status, wire.PublishReply{IDs: ids, LastID: res.LastID})
+		return
 	}
-	if rc.buf.Len()+len(p) > maxRememberedReply {
-		rc.over = true
-	} else if !rc.over {
-		rc.buf.Write(p)
+	sr := wire.StreamReply{Count: res.Count, FirstID: res.First, LastID: res.LastID, IDs: ids}
+	if res.Count > wire.MaxStreamAckIDs {
+		sr.IDs = nil
 	}
-	return rc.ResponseWriter.Write(p)
-}
-
-// Flush passes a flush on, for streaming replies.
-func (rc *recorder) Flush() { http.NewResponseController(rc.ResponseWriter).Flush() }
-
-// Unwrap lets http.ResponseController reach the connection's deadlines.
-func (rc *recorder) Unwrap() http.ResponseWriter { return rc.ResponseWriter }
-
-func (rc *recorder) result() publishResult {
-	return publishResult{Status: rc.status, ContentType: rc.Header().Get("Content-Type"), Body: bytes.Clone(rc.buf.Bytes())}
-}
-
-// A publishResult is the answer to a publish with a key, as the router
-// sent it and renders it again for a request that repeats the key. The
-// hub keeps it as a hub.Result, its JSON encoding, which is also the form
-// the journal has always stored ("status", "contentType", "body"), so keys
-// stored before still replay.
-type publishResult struct {
-	Status      int    `json:"status"`
-	ContentType string `json:"contentType,omitempty"`
-	Body        []byte `json:"body"`
-}
-
-// encode returns r as the hub keeps it.
-func (r publishResult) encode() hub.Result {
-	b, _ := json.Marshal(r) // a struct of an int, a string and bytes
-	return b
-}
-
-// decodeResult reads a result the hub kept: one encode made, now or before
-// a restart.
-func decodeResult(b hub.Result) (publishResult, error) {
-	var r publishResult
-	if err := json.Unmarshal(b, &r); err != nil || r.Status == 0 {
-		return r, fmt.Errorf("ipc: a remembered publish result does not read: %q", b)
+	if p.ack != wire.AckLine {
+		writeJSON(w, res.Status, &sr)
+		return
 	}
-	return r, nil
+	w.Header().Set("Content-Type", wire.ContentTypeNDJSON)
+	w.WriteHeader(res.Status)
+	var b []byte
+	for n := range res.Count {
+		b = append(b, `{"id":`...)
+		b = strconv.AppendUint(b, res.First+uint64(n), 10)
+		b = append(b, "}\n"...)
+		if len(b) > 32<<10 {
+			w.Write(b)
+			b = b[:0]
+		}
+	}
+	last, _ := jsonLine(&sr)
+	w.Write(append(b, last...))
 }

@@ -74,8 +74,13 @@ type Options struct {
 	// journal): New restores the sessions it holds, Create stores new ones,
 	// Delete deletes their data. nil keeps everything in memory.
 	Journal Journal
-	// IdempotencyWindow is how long Once remembers a key; default 10 min.
+	// IdempotencyWindow is how long PublishOnce remembers a key; default
+	// 10 min.
 	IdempotencyWindow time.Duration
+	// IdempotencyMaxBytes bounds the keys PublishOnce remembers, in
+	// bytes (KeyCost each), a pool with fair shares; default
+	// DefaultIdempotencyMaxBytes.
+	IdempotencyMaxBytes int64
 	// Logger receives what the hub reports on its own: each session
 	// created (by a request or by a publish) and deleted, a key it could
 	// not store, a session expired; nil means slog.Default().

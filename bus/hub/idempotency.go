@@ -8,39 +8,60 @@ import (
 	"sync"
 	"time"
 
+	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/bus/share"
 )
 
-// Idempotent publishes (SPEC §6, Idempotency-Key): the router runs a
-// publish that carries a key through Hub.Once, which remembers its reply
-// per session and key for the idempotency window, so that a client that
-// lost the reply (a dropped connection) can send the request again and get
-// the first reply without publishing twice. With a journal that implements
-// KeyJournal the replies survive a restart.
+// Idempotent publishes (SPEC §6, Idempotency-Key): the router publishes
+// a batch that carries a key with Hub.PublishOnce, which remembers its
+// Result per session and key for the idempotency window, so that a client
+// that lost the reply (a dropped connection) can send the request again
+// and get the first reply without publishing twice. With a journal whose
+// stores are bus.KeyStores the key is written in the same record as the
+// events, so after a crash both are there or neither; with a KeyJournal
+// the keys survive a restart.
 
 // DefaultIdempotencyWindow is how long a key is remembered (SPEC §10).
 const DefaultIdempotencyWindow = 10 * time.Minute
 
-// maxKeys bounds the keys remembered at once, a pool with fair shares
+// DefaultIdempotencyMaxBytes bounds the remembered keys, in bytes
+// (idempotency_max_bytes, SPEC §10): a pool with fair shares
 // (PoolIdempotencyKeys): past its share a peer's oldest keys are forgotten
 // before their window ends, and past the pool's limit the oldest keys of
 // peers other than privileged ones, so that no peer can grow the table
 // without bound nor push another's keys out. (The privileged account
-// draws on its own maxKeys.)
-const maxKeys = 1 << 16
+// draws on the whole pool.)
+const DefaultIdempotencyMaxBytes = 16 << 20
 
-// ErrKeyReused is returned by Once for a key already used on the session
-// with a different request; the router answers 409.
+// keyOverhead is what a remembered key costs besides its session id and
+// key: its entry, its place in the table and its record in the journal.
+const keyOverhead = 256
+
+// KeyCost returns what a key of session counts in the pool of
+// remembered keys, in bytes.
+func KeyCost(session, key string) int64 { return int64(keyOverhead + 2*(len(session)+len(key))) }
+
+// ErrKeyReused is returned by PublishOnce for a key already used on the
+// session with a different request; the router answers 409.
 var ErrKeyReused = errors.New("hub: idempotency key already used with a different request")
 
-// A Result is what a publish achieved, as the caller of Once encoded it:
-// one JSON value, which the hub keeps for the idempotency window, stores
-// with a KeyJournal and hands back unchanged to a request that repeats the
-// key. The hub never reads it; the router encodes and renders it.
-type Result = json.RawMessage
+// A Result is what a keyed publish achieved, as a value the hub keeps for
+// the idempotency window (never the reply's bytes): the router renders the
+// reply from it, the first time and for every repeat.
+type Result struct {
+	// Status is the reply's HTTP status: 200 for a publish.
+	Status int
+	// First, Count and LastID are the publish's ids: Count contiguous ids
+	// from First to LastID.
+	First  uint64
+	Count  int
+	LastID uint64
+}
 
-// A KeyJournal keeps the replies of idempotent publishes on stable storage:
-// an optional capability of a Journal (*journal.Journal implements it).
+// A KeyJournal keeps idempotency keys on stable storage: an optional
+// capability of a Journal (*journal.Journal implements it). Keys of
+// batches its stores took with bus.KeyStore are its own to keep; PutKey
+// stores the others.
 type KeyJournal interface {
 	// PutKey stores rec for key of session; it is durable when PutKey
 	// returns nil.
@@ -51,15 +72,18 @@ type KeyJournal interface {
 	Keys(fn func(session, key string, rec []byte)) error
 }
 
-// keyRecord is a remembered result, as a KeyJournal stores it (under
-// "reply", the name it has always had on disk).
+// keyRecord is a remembered result, as a KeyJournal stores it (the
+// journal's format 3).
 type keyRecord struct {
 	At     int64    `json:"at"` // Unix nanoseconds of the first reply
 	Digest [32]byte `json:"digest"`
-	Reply  Result   `json:"reply"`
 	// Peer is whose publish it was (share.Peer's text); absent in a key
 	// stored before peers were, which counts as share.Unknown's.
-	Peer string `json:"peer,omitempty"`
+	Peer   string `json:"peer,omitempty"`
+	Status int    `json:"status"`
+	First  uint64 `json:"first"`
+	Count  int    `json:"count"`
+	LastID uint64 `json:"lastId"`
 }
 
 // keyEntry is a key of a session: being published (done open) or
@@ -68,43 +92,50 @@ type keyEntry struct {
 	session, key string
 	digest       [32]byte
 	at           time.Time
-	reply        Result
+	result       Result
 	kept         bool
-	acct         *share.Account // the key's unit of keyTable.pool, once kept
-	done         chan struct{}  // closed once the first request has its reply
+	cost         int64          // KeyCost, held on acct once kept
+	acct         *share.Account // the key's account in keyTable.pool, once kept
+	done         chan struct{}  // closed once the first request has its result
 }
 
 // keyTable is the hub's remembered keys.
 type keyTable struct {
-	mu      sync.Mutex // guards the fields below; taken alone
-	window  time.Duration
-	pool    *share.Pool // every kept entry holds one unit on its peer's account
-	entries map[string]*keyEntry
-	order   []*keyEntry // kept entries, oldest first
+	mu       sync.Mutex // guards the fields below; taken alone
+	window   time.Duration
+	maxBytes int64
+	pool     *share.Pool // every kept entry holds its cost on its peer's account
+	entries  map[string]*keyEntry
+	order    []*keyEntry // kept entries, oldest first
 	// forgotten counts the keys forgotten before their window ended to
 	// make room, by share.Kind: past their peer's share, or the pool's.
 	forgotten [share.ByPool + 1]uint64
 }
 
-// setShare sets the pool's share (and makes the pool, the first time).
-func (t *keyTable) setShare(f float64) {
+// setShare sets the pool's limit (0: the default) and share, and makes
+// the pool the first time.
+func (t *keyTable) setShare(maxBytes int64, f float64) {
+	if maxBytes <= 0 {
+		maxBytes = DefaultIdempotencyMaxBytes
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.maxBytes = maxBytes
 	if t.pool == nil {
-		t.pool = share.NewPool(share.Options{Name: PoolIdempotencyKeys, Limit: maxKeys, Share: f})
+		t.pool = share.NewPool(share.Options{Name: PoolIdempotencyKeys, Limit: maxBytes, Share: f})
 		return
 	}
-	t.pool.SetLimit(maxKeys, f)
+	t.pool.SetLimit(maxBytes, f)
 }
 
-// makeRoomLocked takes acct's unit for a key about to be kept, forgetting
-// first what the pool's rule asks (see maxKeys), and returns the entries
-// forgotten. It reports false when no key may go to make room (the
-// privileged account fills the pool alone): the new key is not kept.
-// t.mu must be held.
-func (t *keyTable) makeRoomLocked(acct *share.Account) (gone []*keyEntry, ok bool) {
+// makeRoomLocked takes cost on acct for a key about to be kept, forgetting
+// first what the pool's rule asks (see DefaultIdempotencyMaxBytes), and
+// returns the entries forgotten. It reports false when no key may go to
+// make room (the privileged account fills the pool alone): the new key is
+// not kept. t.mu must be held.
+func (t *keyTable) makeRoomLocked(acct *share.Account, cost int64) (gone []*keyEntry, ok bool) {
 	for {
-		err := acct.Acquire(1)
+		err := acct.Acquire(cost)
 		if err == nil {
 			return gone, true
 		}
@@ -134,13 +165,13 @@ func (t *keyTable) makeRoomLocked(acct *share.Account) (gone []*keyEntry, ok boo
 }
 
 // forgetLocked drops kept entry e, already out of t.order, and gives its
-// unit back. t.mu must be held.
+// cost back. t.mu must be held.
 func (t *keyTable) forgetLocked(e *keyEntry) {
 	if k := tableKey(e.session, e.key); t.entries[k] == e {
 		delete(t.entries, k)
 	}
 	if e.acct != nil {
-		e.acct.Release(1)
+		e.acct.Release(e.cost)
 		e.acct = nil
 	}
 }
@@ -155,6 +186,18 @@ func (h *Hub) KeysForgotten() (byShare, byPool uint64) {
 	return t.forgotten[share.ByShare], t.forgotten[share.ByPool]
 }
 
+// KeysHeld returns how many idempotency keys are remembered and the bytes
+// they count in their pool.
+func (h *Hub) KeysHeld() (n int, bytes int64) {
+	t := &h.keys
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, e := range t.order {
+		bytes += e.cost
+	}
+	return len(t.order), bytes
+}
+
 func tableKey(session, key string) string { return session + "\x00" + key }
 
 // keyJournal returns the hub's journal as a KeyJournal, or nil.
@@ -163,23 +206,27 @@ func (h *Hub) keyJournal() KeyJournal {
 	return kj
 }
 
-// Once is OnceAs for the daemon itself (share.Privileged): for in-process
-// publishers, never for a request's.
-func (h *Hub) Once(session, key string, digest [32]byte, publish func() (r Result, published bool)) (r Result, replayed bool, err error) {
-	return h.OnceAs(share.Privileged, session, key, digest, publish)
-}
-
-// OnceAs runs publish for the first request with key on session, and
-// remembers its result for the idempotency window when publish reports it
-// published something, on peer's share of the remembered keys (past it,
-// peer's oldest key is forgotten): a later request with the same key and digest (of
-// its body and kind) gets that result with replayed true and publishes
-// nothing; one with another digest gets ErrKeyReused. A request that
-// arrives while the first is still being published waits for it. The
-// result of a publish that published nothing is not remembered: the client
-// may try again. With a KeyJournal the result is durable before Once
-// returns it.
-func (h *Hub) OnceAs(peer share.Peer, session, key string, digest [32]byte, publish func() (r Result, published bool)) (r Result, replayed bool, err error) {
+// PublishOnce publishes events, by peer, to session as PublishAs does,
+// for the first request with key on session, and remembers its Result
+// for the idempotency window, on peer's share of the remembered keys
+// (past it, peer's oldest key is forgotten): a later request with the
+// same key and digest (of its body and kind) gets that result with
+// replayed true and publishes nothing; one with another digest gets
+// ErrKeyReused. A request that arrives while the first is still being
+// published waits for it. A publish that fails is not remembered: the
+// client may try again.
+//
+// The events are one batch, so their ids are contiguous. When the
+// session's store is a bus.KeyStore the key is stored in the same write as
+// the events (a crash keeps both or neither); otherwise, with a
+// KeyJournal, it is stored once the events are published.
+func (h *Hub) PublishOnce(peer share.Peer, session, key string, digest [32]byte, events []bus.Event) (r Result, replayed bool, err error) {
+	if err := bus.ValidateSessionID(session); err != nil {
+		return Result{}, false, err
+	}
+	if h.ReadOnly(session) {
+		return Result{}, false, ErrReadOnly
+	}
 	k := tableKey(session, key)
 	t := &h.keys
 	acct := t.pool.Account(peer)
@@ -192,7 +239,7 @@ func (h *Hub) OnceAs(peer share.Peer, session, key string, digest [32]byte, publ
 		}
 		if e.digest != digest {
 			t.mu.Unlock()
-			return nil, false, ErrKeyReused
+			return Result{}, false, ErrKeyReused
 		}
 		t.mu.Unlock()
 		<-e.done
@@ -200,39 +247,54 @@ func (h *Hub) OnceAs(peer share.Peer, session, key string, digest [32]byte, publ
 		kept := e.kept && t.entries[k] == e
 		t.mu.Unlock()
 		if kept {
-			return e.reply, true, nil
+			return e.result, true, nil
 		}
 		// The first request published nothing: this one tries.
 	}
-	e := &keyEntry{session: session, key: key, digest: digest, done: make(chan struct{})}
+	e := &keyEntry{session: session, key: key, digest: digest, cost: KeyCost(session, key), done: make(chan struct{})}
 	t.entries[k] = e
 	t.mu.Unlock()
 
-	r, published := publish()
+	at := time.Now()
+	stored := false // by the session's KeyStore, with the events
+	value := func(first, last uint64) []byte {
+		stored = true
+		rec, _ := json.Marshal(keyRecord{At: at.UnixNano(), Digest: digest, Peer: peer.String(),
+			Status: 200, First: first, Count: int(last - first + 1), LastID: last})
+		return rec
+	}
+	first, last, perr := h.publish(peer, session, events, false, key, value)
+	r = Result{Status: 200, First: first, Count: int(last - first + 1), LastID: last}
 	kj := h.keyJournal()
-	var rec []byte
 	var gone []*keyEntry
+	var rec []byte
 	t.mu.Lock()
 	switch {
+	case perr != nil:
+		delete(t.entries, k)
 	case t.entries[k] != e:
 		// Forgotten meanwhile: the session was deleted.
-	case published:
+	default:
 		var room bool
-		if gone, room = t.makeRoomLocked(acct); !room {
+		if gone, room = t.makeRoomLocked(acct, e.cost); !room {
 			delete(t.entries, k) // the reply stands, but is not remembered
+			if stored {
+				gone = append(gone, e) // nor kept by the journal
+			}
 			break
 		}
-		e.reply, e.at, e.kept, e.acct = r, time.Now(), true, acct
+		e.result, e.at, e.kept, e.acct = r, at, true, acct
 		t.order = append(t.order, e)
-		if kj != nil {
-			rec, _ = json.Marshal(keyRecord{At: e.at.UnixNano(), Digest: digest, Reply: r, Peer: peer.String()})
+		if kj != nil && !stored {
+			rec = value(first, last)
 		}
-	default:
-		delete(t.entries, k)
 	}
 	close(e.done)
 	t.mu.Unlock()
 	h.dropKeys(gone)
+	if perr != nil {
+		return Result{}, false, perr
+	}
 	if rec != nil {
 		// The events are published: failing to store the key costs only
 		// a retry's safety across a restart, so the reply stands.
@@ -318,7 +380,7 @@ func (h *Hub) loadKeys(now time.Time) error {
 	err := kj.Keys(func(session, key string, b []byte) {
 		var rec keyRecord
 		at := time.Unix(0, 0)
-		if json.Unmarshal(b, &rec) == nil {
+		if json.Unmarshal(b, &rec) == nil && rec.Count > 0 {
 			at = time.Unix(0, rec.At)
 		}
 		if now.Sub(at) >= t.window || now.Before(at.Add(-time.Minute)) {
@@ -330,8 +392,10 @@ func (h *Hub) loadKeys(now time.Time) error {
 		// Granted before the restart: it counts on its peer's share even
 		// past it.
 		acct := t.pool.Account(restoredPeer(rec.Peer))
-		acct.Force(1)
-		e := &keyEntry{session: session, key: key, digest: rec.Digest, at: at, reply: rec.Reply, kept: true, acct: acct, done: done}
+		cost := KeyCost(session, key)
+		acct.Force(cost)
+		e := &keyEntry{session: session, key: key, digest: rec.Digest, at: at, kept: true, cost: cost, acct: acct, done: done,
+			result: Result{Status: rec.Status, First: rec.First, Count: rec.Count, LastID: rec.LastID}}
 		t.entries[tableKey(session, key)] = e
 		t.order = append(t.order, e)
 	})

@@ -1,45 +1,88 @@
 package hub_test
 
 import (
-	"strconv"
+	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/bus/share"
 )
 
 // TestOnceForgetsAKeyAfterTheWindow: within the idempotency window a key
-// repeats its first reply; after it, the same key publishes again.
+// repeats its first result; after it, the same key publishes again.
 func TestOnceForgetsAKeyAfterTheWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h, err := hub.New(hub.Options{IdempotencyWindow: time.Minute})
+		h, err := hub.New(hub.Options{AutoCreate: true, IdempotencyWindow: time.Minute, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer h.Close()
-		runs := 0
-		publish := func() (hub.Result, bool) {
-			runs++
-			return hub.Result(strconv.Itoa(runs)), true
-		}
 		once := func() (hub.Result, bool) {
 			t.Helper()
-			r, replayed, err := h.OnceAs(share.Unknown, "s", "k", [32]byte{}, publish)
+			r, replayed, err := h.PublishOnce(share.Unknown, "s", "k", [32]byte{}, []bus.Event{ev("a:b", 1), ev("a:b", 2)})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return r, replayed
 		}
-		once()
+		first, _ := once()
+		if want := (hub.Result{Status: 200, First: 1, Count: 2, LastID: 2}); first != want {
+			t.Fatalf("first result %+v, want %+v", first, want)
+		}
 		time.Sleep(time.Minute - time.Second)
-		if r, replayed := once(); !replayed || string(r) != "1" || runs != 1 {
-			t.Fatalf("within the window: replayed %v, result %s, %d runs; want the first result", replayed, r, runs)
+		if r, replayed := once(); !replayed || r != first {
+			t.Fatalf("within the window: replayed %v, result %+v; want the first result %+v", replayed, r, first)
 		}
 		time.Sleep(time.Second)
-		if _, replayed := once(); replayed || runs != 2 {
-			t.Fatalf("after the window: replayed %v, %d runs; want a second publish", replayed, runs)
+		if r, replayed := once(); replayed || r.First != 3 {
+			t.Fatalf("after the window: replayed %v, result %+v; want a second publish from id 3", replayed, r)
 		}
 	})
+}
+
+// TestPublishOnceRefusesAnotherBodyAndRemembersNoFailure: the same key with
+// another digest is ErrKeyReused; a publish that fails is not remembered.
+func TestPublishOnceRefusesAnotherBodyAndRemembersNoFailure(t *testing.T) {
+	h := newHub(t, hub.Options{AutoCreate: true, Logger: quiet})
+	if _, _, err := h.PublishOnce(share.Unknown, "s", "k", [32]byte{1}, []bus.Event{ev("a:b", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := h.PublishOnce(share.Unknown, "s", "k", [32]byte{2}, []bus.Event{ev("a:b", 1)}); !errors.Is(err, hub.ErrKeyReused) {
+		t.Fatalf("another digest: %v, want ErrKeyReused", err)
+	}
+	bad := []bus.Event{{Type: "stream:x", Data: []byte(`1`)}}
+	if _, _, err := h.PublishOnce(share.Unknown, "s", "k2", [32]byte{3}, bad); err == nil {
+		t.Fatal("a reserved family published")
+	}
+	r, replayed, err := h.PublishOnce(share.Unknown, "s", "k2", [32]byte{3}, []bus.Event{ev("a:b", 1)})
+	if err != nil || replayed || r.First != 2 {
+		t.Fatalf("after a failure the key publishes: %+v, replayed %v, %v; want id 2", r, replayed, err)
+	}
+}
+
+// TestKeysAreBoundedInBytes fills the pool of remembered keys with keys of
+// one peer, privileged, and of others: what they hold never passes
+// idempotency_max_bytes.
+func TestKeysAreBoundedInBytes(t *testing.T) {
+	const max = 1 << 16
+	h := newHub(t, hub.Options{AutoCreate: true, IdempotencyMaxBytes: max, PeerShare: 0.25, Logger: quiet})
+	for i := range 2000 {
+		p := share.UID(uint32(1000 + i%7))
+		if _, _, err := h.PublishOnce(p, "s", fmt.Sprintf("key-%06d", i), [32]byte{}, []bus.Event{ev("a:b", i)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, b := h.KeysHeld(); b > max {
+			t.Fatalf("after %d keys the table holds %d bytes, over %d", i+1, b, max)
+		}
+	}
+	n, b := h.KeysHeld()
+	byShare, byPool := h.KeysForgotten()
+	t.Logf("%d keys held in %d bytes; forgotten %d by share, %d by pool", n, b, byShare, byPool)
+	if n == 0 || byShare+byPool == 0 {
+		t.Errorf("%d keys held, %d forgotten; want some of each", n, byShare+byPool)
+	}
 }

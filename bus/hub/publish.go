@@ -50,7 +50,7 @@ func (h *Hub) PublishAs(peer share.Peer, id string, events []bus.Event) (first, 
 	if h.ReadOnly(id) {
 		return 0, 0, ErrReadOnly
 	}
-	return h.publish(peer, id, events, false)
+	return h.publish(peer, id, events, false, "", nil)
 }
 
 // PublishMirror is Publish for the upstream bridge, which alone writes to
@@ -61,7 +61,7 @@ func (h *Hub) PublishMirror(id string, events []bus.Event) (first, last uint64, 
 	if err := bus.ValidateSessionID(id); err != nil {
 		return 0, 0, err
 	}
-	return h.publish(share.Privileged, id, events, true)
+	return h.publish(share.Privileged, id, events, true, "", nil)
 }
 
 // publishAttempts bounds how often a publish that may create its session
@@ -69,7 +69,9 @@ func (h *Hub) PublishMirror(id string, events []bus.Event) (first, last uint64, 
 // in the session made anew, before it gives up with ErrRetry.
 const publishAttempts = 4
 
-func (h *Hub) publish(peer share.Peer, id string, events []bus.Event, mirror bool) (first, last uint64, err error) {
+// publish publishes events to session id, creating it when it may; key
+// and keyValue, when set, go with the batch to its store (bus.Batch.Key).
+func (h *Hub) publish(peer share.Peer, id string, events []bus.Event, mirror bool, key string, keyValue func(first, last uint64) []byte) (first, last uint64, err error) {
 	now := time.Now()
 	for i := range events {
 		if events[i].Time.IsZero() {
@@ -81,7 +83,7 @@ func (h *Hub) publish(peer share.Peer, id string, events []bus.Event, mirror boo
 		if err != nil {
 			return 0, 0, err
 		}
-		first, last, err = h.publishTo(s, events)
+		first, last, err = h.publishTo(s, events, key, keyValue)
 		if err != errDeleted {
 			return first, last, err
 		}
@@ -103,12 +105,12 @@ func (h *Hub) publish(peer share.Peer, id string, events []bus.Event, mirror boo
 var errDeleted = errors.New("hub: session deleted")
 
 // publishTo publishes events to session s.
-func (h *Hub) publishTo(s *Session, events []bus.Event) (first, last uint64, err error) {
+func (h *Hub) publishTo(s *Session, events []bus.Event, key string, keyValue func(first, last uint64) []byte) (first, last uint64, err error) {
 	// publishMu orders the session's batches onto the global bus; it is
 	// held while they are written, not while they are made durable, so
 	// concurrent publishers to one session share a sync (group commit).
 	s.publishMu.Lock()
-	st, err := s.Bus.Stage(bus.Batch{Events: events, KeepFrames: true, Frames: s.frames[:0]})
+	st, err := s.Bus.Stage(bus.Batch{Events: events, KeepFrames: true, Frames: s.frames[:0], Key: key, KeyValue: keyValue})
 	if err != nil {
 		s.publishMu.Unlock()
 		if errors.Is(err, bus.ErrClosed) {

@@ -24,6 +24,7 @@ func (h *Hub) SetOptions(opts Options) {
 	h.mu.Lock()
 	h.opts.Limits, h.opts.MaxSessions, h.opts.AutoCreate = opts.Limits, opts.MaxSessions, opts.AutoCreate
 	h.opts.MaxAutoSessions, h.opts.PeerShare = opts.MaxAutoSessions, opts.PeerShare
+	h.opts.IdempotencyMaxBytes = opts.IdempotencyMaxBytes
 	h.setShares(h.opts)
 	h.opts.MaxRingBytesTotal = opts.MaxRingBytesTotal
 	h.ringBudget.Store(opts.MaxRingBytesTotal)

@@ -40,7 +40,7 @@ func AutoSessionLimit(maxSessions, maxAuto int) (limit int, lowered bool) {
 func (h *Hub) setShares(opts Options) {
 	limit, _ := AutoSessionLimit(opts.MaxSessions, opts.MaxAutoSessions)
 	h.autos.SetLimit(int64(limit), opts.PeerShare)
-	h.keys.setShare(opts.PeerShare)
+	h.keys.setShare(opts.IdempotencyMaxBytes, opts.PeerShare)
 }
 
 // busLimits returns the limits of a new bus. h.mu must be held, or h not

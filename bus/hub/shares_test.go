@@ -143,33 +143,31 @@ func TestSubscribersOfEveryBusAreShared(t *testing.T) {
 // peer's and a privileged one's are kept.
 func TestIdempotencyKeysPastAPeersShareForgetItsOldest(t *testing.T) {
 	t.Parallel()
-	h := newHub(t, hub.Options{PeerShare: 0.25})
-	const share4 = 1 << 14 // a quarter of the 65536 keys
-	runs := 0
-	publish := func() (hub.Result, bool) { runs++; return hub.Result(`{}`), true }
+	const share4 = 100 // a quarter of the pool, in keys of "s" and five digits
+	h := newHub(t, hub.Options{AutoCreate: true, PeerShare: 0.25, IdempotencyMaxBytes: 4 * share4 * hub.KeyCost("s", "00000")})
 	once := func(p share.Peer, key string) bool {
 		t.Helper()
-		_, replayed, err := h.OnceAs(p, "s", key, [32]byte{}, publish)
+		_, replayed, err := h.PublishOnce(p, "s", key, [32]byte{}, []bus.Event{ev("x:y", 1)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return replayed
 	}
 	once(share.UID(2), "other")
-	once(share.Privileged, "root")
+	once(share.Privileged, "rootk")
 	for i := range share4 + 10 {
-		once(share.UID(1), fmt.Sprint(i))
+		once(share.UID(1), fmt.Sprintf("%05d", i))
 	}
 	if byShare, byPool := h.KeysForgotten(); byShare != 10 || byPool != 0 {
 		t.Fatalf("KeysForgotten() = %d, %d; want 10 past the peer's share, 0", byShare, byPool)
 	}
-	if once(share.UID(1), "0") {
+	if once(share.UID(1), "00000") {
 		t.Error("the peer's oldest key is still remembered past its share")
 	}
-	if !once(share.UID(1), fmt.Sprint(share4+9)) {
+	if !once(share.UID(1), fmt.Sprintf("%05d", share4+9)) {
 		t.Error("the peer's newest key was forgotten")
 	}
-	if !once(share.UID(2), "other") || !once(share.Privileged, "root") {
+	if !once(share.UID(2), "other") || !once(share.Privileged, "rootk") {
 		t.Error("one peer's keys pushed out another's")
 	}
 }
@@ -236,7 +234,9 @@ func (j *memJournal) Keys(fn func(session, key string, rec []byte)) error {
 func TestSharesHoldAfterARestart(t *testing.T) {
 	t.Parallel()
 	j := newMemJournal()
-	opts := hub.Options{Journal: j, AutoCreate: true, MaxSessions: 100, MaxAutoSessions: 8, PeerShare: 0.25}
+	const keyShare = 100 // the hog's share of the keys, of "hog-0" and five digits
+	opts := hub.Options{Journal: j, AutoCreate: true, MaxSessions: 100, MaxAutoSessions: 8, PeerShare: 0.25,
+		IdempotencyMaxBytes: 4 * keyShare * hub.KeyCost("hog-0", "00000")}
 	h, err := hub.New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -245,9 +245,8 @@ func TestSharesHoldAfterARestart(t *testing.T) {
 	if n, _ := publishNew(t, h, hog, "hog"); n != 2 {
 		t.Fatalf("created %d, want 2", n)
 	}
-	publish := func() (hub.Result, bool) { return hub.Result(`{}`), true }
-	for i := range 1 << 14 { // the hog's share of the keys
-		if _, _, err := h.OnceAs(hog, "hog-0", fmt.Sprint(i), [32]byte{}, publish); err != nil {
+	for i := range keyShare {
+		if _, _, err := h.PublishOnce(hog, "hog-0", fmt.Sprintf("%05d", i), [32]byte{}, []bus.Event{ev("x:y", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -264,7 +263,7 @@ func TestSharesHoldAfterARestart(t *testing.T) {
 	if n, _ := publishNew(t, h2, share.Unknown, "unknown"); n != 1 {
 		t.Errorf("Unknown created %d beside the session stored without a peer, want 1", n)
 	}
-	if _, _, err := h2.OnceAs(hog, "hog-0", "one-more", [32]byte{}, publish); err != nil {
+	if _, _, err := h2.PublishOnce(hog, "hog-0", "more1", [32]byte{}, []bus.Event{ev("x:y", 1)}); err != nil {
 		t.Fatal(err)
 	}
 	if byShare, _ := h2.KeysForgotten(); byShare != 1 {

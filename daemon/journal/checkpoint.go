@@ -233,6 +233,9 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 	if cap(arena) < n+n/8 {
 		arena = make([]byte, 0, n+n/8)
 	}
+	// The keys logged in the segments removed go into the database with
+	// their events (keys.go).
+	keys := j.keysThrough(seq)
 	// Opening checked every page: a panic here is damage done since, which
 	// fails the checkpoint (the log keeps the events) rather than the
 	// daemon.
@@ -242,6 +245,9 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 				if err := h.failCheckpoint(); err != nil {
 					return err
 				}
+			}
+			if err := putKeys(tx, keys); err != nil {
+				return err
 			}
 			for _, w := range works {
 				m, err := getMeta(tx, w.s.num)
@@ -283,6 +289,7 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 	if err != nil {
 		return classify(err)
 	}
+	j.forgetKeys(keys)
 	for _, w := range works {
 		w.s.mu.Lock()
 		w.s.ckptID = max(w.s.ckptID, w.through)

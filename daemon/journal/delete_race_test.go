@@ -12,6 +12,7 @@ import (
 
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/bus/hub"
+	"github.com/localbus/localbus/bus/share"
 	"github.com/localbus/localbus/daemon/journal"
 )
 
@@ -183,9 +184,9 @@ func TestHubDeleteRacingPublishesLeavesALiveSession(t *testing.T) {
 	}
 }
 
-// TestHubIdempotencyKeysSurviveARestart: a key remembered by Hub.Once on a
-// journaled hub still answers with the first reply after a restart, and a
-// deleted session's keys are gone with it.
+// TestHubIdempotencyKeysSurviveARestart: a key remembered by
+// Hub.PublishOnce on a journaled hub still answers with the first result
+// after a restart, and a deleted session's keys are gone with it.
 func TestHubIdempotencyKeysSurviveARestart(t *testing.T) {
 	dir := t.TempDir()
 	openHub := func() (*journal.Journal, *hub.Hub) {
@@ -203,20 +204,14 @@ func TestHubIdempotencyKeysSurviveARestart(t *testing.T) {
 	}
 	j, h := openHub()
 	digest := [32]byte{1}
-	publish := func(h *hub.Hub, session string) func() (hub.Result, bool) {
-		return func() (hub.Result, bool) {
-			_, last, err := h.Publish(session, []bus.Event{{Type: "t:e", Data: json.RawMessage(`1`)}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return fmt.Appendf(nil, `{"lastId":%d}`, last), true
-		}
+	evs := func() []bus.Event {
+		return []bus.Event{{Type: "t:e", Data: json.RawMessage(`1`)}, {Type: "t:e", Data: json.RawMessage(`2`)}}
 	}
-	first, replayed, err := h.Once("s", "k", digest, publish(h, "s"))
+	first, replayed, err := h.PublishOnce(share.Unknown, "s", "k", digest, evs())
 	if err != nil || replayed {
-		t.Fatalf("Once = %v, replayed %v", err, replayed)
+		t.Fatalf("PublishOnce = %v, replayed %v", err, replayed)
 	}
-	if _, _, err := h.Once("gone", "k", digest, publish(h, "gone")); err != nil {
+	if _, _, err := h.PublishOnce(share.Unknown, "gone", "k", digest, evs()); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.Delete("gone"); err != nil {
@@ -229,17 +224,17 @@ func TestHubIdempotencyKeysSurviveARestart(t *testing.T) {
 	j, h = openHub()
 	defer j.Close()
 	defer h.Close()
-	again, replayed, err := h.Once("s", "k", digest, func() (hub.Result, bool) {
-		t.Error("the key was forgotten across the restart: published again")
-		return nil, false
-	})
-	if err != nil || !replayed || string(again) != string(first) {
-		t.Fatalf("after a restart Once = %s, replayed %v, %v; want %s replayed", again, replayed, err, first)
+	again, replayed, err := h.PublishOnce(share.Unknown, "s", "k", digest, evs())
+	if err != nil || !replayed || again != first {
+		t.Fatalf("after a restart PublishOnce = %+v, replayed %v, %v; want %+v replayed", again, replayed, err, first)
 	}
-	if _, _, err := h.Once("s", "k", [32]byte{2}, publish(h, "s")); !errors.Is(err, hub.ErrKeyReused) {
+	if s, _ := h.Session("s"); s.Bus.LastID() != 2 {
+		t.Errorf("after the repeat the session's last id is %d, want 2", s.Bus.LastID())
+	}
+	if _, _, err := h.PublishOnce(share.Unknown, "s", "k", [32]byte{2}, evs()); !errors.Is(err, hub.ErrKeyReused) {
 		t.Errorf("another digest after a restart: %v, want hub.ErrKeyReused", err)
 	}
-	if _, replayed, err := h.Once("gone", "k", digest, publish(h, "gone")); err != nil || replayed {
+	if _, replayed, err := h.PublishOnce(share.Unknown, "gone", "k", digest, evs()); err != nil || replayed {
 		t.Errorf("the key of a deleted session: replayed %v, %v; want a new publish", replayed, err)
 	}
 }

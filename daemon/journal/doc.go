@@ -22,7 +22,7 @@
 // checkpoint.go (copying the log into the database), compact.go (when to,
 // and the log's bound); registry.go (the buses: settings, OpenBus,
 // Delete); store.go (a bus's Store and its window); refs.go (the global
-// bus's references); keys.go and cursor.go (idempotency keys, bridge
+// bus's references); keys.go, keys_upgrade.go and cursor.go (idempotency keys, bridge
 // cursors); consumer.go (the consumers of a session, SPEC §2.4);
 // backlog.go (the export backlog: events an upstream exporter has not had
 // confirmed, kept beyond the ring up to a bound); dbcheck.go (checking a
@@ -50,7 +50,12 @@
 // "consumers" (format 2) holds each session's consumers under its bus
 // number: name, ack mode, acknowledged id and its epoch, created and last
 // active (Consumers, PutConsumer, DeleteConsumer), each put a synced
-// transaction of its own; deleting a session deletes them with it.
+// transaction of its own; deleting a session deletes them with it. A
+// bucket "keys" holds the sessions' idempotency keys; from format 3 a
+// keyed publish (Store.AppendKeyed) writes its key in its events' log
+// record, and the checkpoint that removes the record's segment copies the
+// key into the bucket in its transaction (keys.go; keys_upgrade.go
+// converts the keys of earlier formats).
 //
 // # Compaction and checkpoints
 //

@@ -24,6 +24,7 @@ import (
 // transaction of the upgrade. A variable for tests.
 var upgrades = []func(tx *bolt.Tx) error{
 	upgradeTo2, // format 2: consumers (consumer.go)
+	upgradeTo3, // format 3: keys with their events, replies as values (keys_upgrade.go)
 }
 
 // formatVersion is the format this daemon reads and writes.

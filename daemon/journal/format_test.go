@@ -28,8 +28,11 @@ import (
 // events in the database, the rest in two log segments. Format 2's: format
 // 1's upgraded, five more events in "made", and consumers: "backup"
 // (explicit) and "indexer.v2" (auto) on "made", "tail" on "auto-a" (and
-// one deleted there).
-var formatFixtures = []int{1, 2}
+// one deleted there). Format 3's (TestWriteFormat3Fixture): format 2's
+// upgraded, keyed publishes "batch-1" (its key in the database),
+// "batch-2" on "made" and "ndjson-1" on "auto-a" (theirs only in the log,
+// in their events' records), and a plain publish on "auto-a".
+var formatFixtures = []int{1, 2, 3}
 
 type fixtureBus struct {
 	Epoch  string   `json:"epoch"`
@@ -40,6 +43,9 @@ type fixtureBus struct {
 	Frames []string `json:"frames"`
 	// Consumers, from format 2 on: a state dir of format 1 has none.
 	Consumers []fixtureConsumer `json:"consumers,omitempty"`
+	// Keys are the session's idempotency keys and their records, from
+	// format 3 on (the fixtures before hold none).
+	Keys map[string]string `json:"keys,omitempty"`
 }
 
 type fixtureConsumer struct {
@@ -106,12 +112,22 @@ func unpackFixture(t *testing.T, n int) (string, map[string]fixtureBus) {
 func restored(t *testing.T, j *Journal) map[string]fixtureBus {
 	t.Helper()
 	got := map[string]fixtureBus{}
+	keys := map[string]map[string]string{}
+	err := j.Keys(func(session, key string, rec []byte) {
+		if keys[session] == nil {
+			keys[session] = map[string]string{}
+		}
+		keys[session][key] = string(rec)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range append([]string{""}, j.Sessions()...) {
 		st, epoch, ring, err := j.OpenBus(name, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		fb := fixtureBus{Epoch: epoch, LastID: st.LastID(), Ring: ring}
+		fb := fixtureBus{Epoch: epoch, LastID: st.LastID(), Ring: ring, Keys: keys[name]}
 		fb.Peer, fb.Auto = j.Auto(name)
 		for _, f := range retained(st) {
 			fb.Frames = append(fb.Frames, string(f.SSE()))
@@ -157,6 +173,9 @@ func TestStateDirsOfEveryFormatOpen(t *testing.T) {
 				g := got[name]
 				if name != "" {
 					w.LastID++
+				}
+				if !cmp.Equal(g.Keys, w.Keys) {
+					t.Errorf("bus %q's keys after a restart: %v, want %v", name, g.Keys, w.Keys)
 				}
 				if !cmp.Equal(g.Consumers, w.Consumers) {
 					t.Errorf("bus %q's consumers after a restart: %+v, want %+v", name, g.Consumers, w.Consumers)

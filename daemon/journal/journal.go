@@ -123,6 +123,11 @@ type Journal struct {
 	checkpointErrors atomic.Uint64
 	diskFull         atomic.Uint64
 
+	// keysMu guards logKeys, the idempotency keys whose log records a
+	// checkpoint has not copied yet (keys.go); taken after Store.mu.
+	keysMu  sync.Mutex
+	logKeys map[string]logKey
+
 	mu      sync.Mutex // guards the fields below; taken before Store.mu
 	closed  bool
 	stores  map[uint64]*Store

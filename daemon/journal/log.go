@@ -21,15 +21,20 @@ const (
 // log appends the record of frames of bus num (as refs, if not nil). It
 // returns the log offset past the record and the segment that holds it; it
 // does not wait for the record to be durable (see waitDurable).
-func (j *Journal) log(num uint64, frames []*bus.Frame, refs []refRun) (lsn, seq uint64, err error) {
+func (j *Journal) log(num uint64, frames []*bus.Frame, refs []refRun, key string, val []byte) (lsn, seq uint64, err error) {
 	bp := recordPool.Get().(*[]byte)
 	var rec []byte
-	if refs != nil {
+	switch {
+	case refs != nil:
 		rec = appendRefsRecord((*bp)[:0], num, frames[0].ID, len(frames), refs)
-	} else {
+	default:
 		n := recHeaderLen + payloadHeadLen
 		for _, f := range frames {
 			n += 6 + len(f.Type) + len(f.JSON())
+		}
+		if key != "" {
+			rec = appendKeyedRecord(slices.Grow((*bp)[:0], n+keyedLen(key, val)), num, frames, key, val)
+			break
 		}
 		rec = appendRecord(slices.Grow((*bp)[:0], n), num, frames)
 	}

@@ -17,14 +17,19 @@ func checksum(p []byte) uint32 { return crc32.Checksum(p, castagnoli) }
 // then for kindEvents, per event: type length (2), type, envelope length
 // (4), envelope; for kindRefs, runs of events that copy session events held
 // by earlier records: session bus number (8), first session id (8),
-// count (4). The global bus's records are refs when they can be (see
-// Journal.refsFor), which halves what a publish writes and syncs.
+// count (4); for kindKeyed (format 3), kindEvents's events followed by an
+// idempotency key of the session and what the hub stores under it: key
+// length (2), key, value length (4), value, so that the key is durable
+// exactly when its events are (keys.go). The global bus's records are refs
+// when they can be (see Journal.refsFor), which halves what a publish
+// writes and syncs.
 const (
 	recHeaderLen   = 8
 	payloadHeadLen = 1 + 8 + 8 + 4
 	refRunLen      = 8 + 8 + 4
 	kindEvents     = 1
 	kindRefs       = 2
+	kindKeyed      = 3
 	maxRecordLen   = 1 << 30
 )
 
@@ -40,6 +45,24 @@ func appendRecord(dst []byte, num uint64, frames []*bus.Frame) []byte {
 	}
 	return sealRecord(dst, start)
 }
+
+// appendKeyedRecord appends the log record of frames, which have
+// consecutive ids, and of key and its value, to dst.
+func appendKeyedRecord(dst []byte, num uint64, frames []*bus.Frame, key string, val []byte) []byte {
+	start := len(dst)
+	dst = appendRecordHead(dst, kindKeyed, num, frames[0].ID, len(frames))
+	for _, f := range frames {
+		dst = appendEvent(dst, f.Type, f.JSON())
+	}
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(key)))
+	dst = append(dst, key...)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(val)))
+	dst = append(dst, val...)
+	return sealRecord(dst, start)
+}
+
+// keyedLen is the length of the key section appendKeyedRecord appends.
+func keyedLen(key string, val []byte) int { return 2 + len(key) + 4 + len(val) }
 
 // refRun is a run of events that copy the events of a session's bus, ids
 // consecutive from first.
@@ -86,6 +109,10 @@ type record struct {
 	count   int
 	events  []storedEvent
 	refs    []refRun
+	// key and keyVal are a kindKeyed record's key and value (keyVal
+	// aliases the buffer too); key is "" for other records.
+	key    string
+	keyVal []byte
 }
 
 type storedEvent struct {
@@ -117,7 +144,7 @@ func readRecord(p []byte) (record, int, error) {
 // decodePayload decodes a record's payload; with full false only its head
 // (bus, first id, count) is read, for logging what a damaged record held.
 func decodePayload(p []byte, full bool) (record, error) {
-	if len(p) < payloadHeadLen || (p[0] != kindEvents && p[0] != kindRefs) {
+	if len(p) < payloadHeadLen || (p[0] != kindEvents && p[0] != kindRefs && p[0] != kindKeyed) {
 		return record{}, errBadRecord
 	}
 	r := record{num: binary.BigEndian.Uint64(p[1:]), firstID: binary.BigEndian.Uint64(p[9:])}
@@ -130,9 +157,15 @@ func decodePayload(p []byte, full bool) (record, error) {
 		return record{}, errBadRecord
 	}
 	var err error
-	if p[0] == kindRefs {
+	switch p[0] {
+	case kindRefs:
 		r.refs, err = decodeRefs(p[payloadHeadLen:], count)
-	} else {
+	case kindKeyed:
+		var rest []byte
+		if r.events, rest, err = decodeEventsPrefix(p[payloadHeadLen:], count); err == nil {
+			r.key, r.keyVal, err = decodeKey(rest)
+		}
+	default:
 		r.events, err = decodeEvents(p[payloadHeadLen:], count)
 	}
 	if err != nil {
@@ -166,31 +199,56 @@ func decodeRefs(p []byte, count uint32) ([]refRun, error) {
 // decodeEvents decodes count events encoded by appendEvent, which must
 // fill p exactly. The envelopes alias p.
 func decodeEvents(p []byte, count uint32) ([]storedEvent, error) {
-	if uint64(count)*6 > uint64(len(p)) { // an event takes 6 bytes at least
+	events, rest, err := decodeEventsPrefix(p, count)
+	if err != nil || len(rest) != 0 {
 		return nil, errBadRecord
+	}
+	return events, nil
+}
+
+// decodeKey decodes the key section of a kindKeyed record, which must fill
+// p exactly; the value aliases p. A key is never empty.
+func decodeKey(p []byte) (string, []byte, error) {
+	if len(p) < 2 {
+		return "", nil, errBadRecord
+	}
+	kl := int(binary.BigEndian.Uint16(p))
+	if kl == 0 || len(p) < 2+kl+4 {
+		return "", nil, errBadRecord
+	}
+	key := string(p[2 : 2+kl])
+	p = p[2+kl:]
+	if vl := binary.BigEndian.Uint32(p); uint64(len(p)-4) != uint64(vl) {
+		return "", nil, errBadRecord
+	}
+	return key, p[4:], nil
+}
+
+// decodeEventsPrefix decodes count events encoded by appendEvent at the
+// start of p, and returns what follows them.
+func decodeEventsPrefix(p []byte, count uint32) ([]storedEvent, []byte, error) {
+	if uint64(count)*6 > uint64(len(p)) { // an event takes 6 bytes at least
+		return nil, nil, errBadRecord
 	}
 	events := make([]storedEvent, 0, count)
 	for range count {
 		if len(p) < 2 {
-			return nil, errBadRecord
+			return nil, nil, errBadRecord
 		}
 		tl := int(binary.BigEndian.Uint16(p))
 		if len(p) < 2+tl+4 {
-			return nil, errBadRecord
+			return nil, nil, errBadRecord
 		}
 		typ := string(p[2 : 2+tl])
 		p = p[2+tl:]
 		el := binary.BigEndian.Uint32(p)
 		if uint64(len(p)-4) < uint64(el) {
-			return nil, errBadRecord
+			return nil, nil, errBadRecord
 		}
 		events = append(events, storedEvent{typ: typ, env: p[4 : 4+el]})
 		p = p[4+el:]
 	}
-	if len(p) != 0 {
-		return nil, errBadRecord
-	}
-	return events, nil
+	return events, p, nil
 }
 
 // appendEvent appends one event as log records and chunks hold it.

@@ -189,6 +189,13 @@ segments:
 				orphans.add(rec.num, rec.count)
 				continue
 			}
+			if rec.key != "" && !m.Global {
+				// Its events are in the database or restored below: so is
+				// its key, until a checkpoint copies it (keys.go).
+				j.keysMu.Lock()
+				j.holdKeyLocked(m.Session, rec.key, rec.keyVal, seq)
+				j.keysMu.Unlock()
+			}
 			if through <= m.LastID {
 				continue
 			}

@@ -181,6 +181,21 @@ func (s *Store) Append(frames []*bus.Frame) error {
 // which is durable at once unless the mode is SyncAlways. On error nothing
 // is retained and nothing of the record stays in the log.
 func (s *Store) AppendDeferred(frames []*bus.Frame) (mark uint64, durable bool, err error) {
+	return s.appendDeferred(frames, "", nil)
+}
+
+// AppendKeyed implements bus.KeyStore: AppendDeferred of a session's
+// frames in one log record with key and its value, an idempotency key the
+// journal then holds (Keys) and copies into the database before the
+// record's segment goes (keys.go).
+func (s *Store) AppendKeyed(frames []*bus.Frame, key string, value []byte) (mark uint64, durable bool, err error) {
+	if s.session == "" || key == "" || len(key) > maxKeyLen {
+		return 0, false, fmt.Errorf("journal: a keyed append needs a session and a key of 1 to %d bytes", maxKeyLen)
+	}
+	return s.appendDeferred(frames, key, value)
+}
+
+func (s *Store) appendDeferred(frames []*bus.Frame, key string, val []byte) (mark uint64, durable bool, err error) {
 	if len(frames) == 0 {
 		return s.j.wal.end(), true, nil
 	}
@@ -200,7 +215,12 @@ func (s *Store) AppendDeferred(frames []*bus.Frame) (mark uint64, durable bool, 
 		return 0, false, fmt.Errorf("journal: append of id %d after %d", frames[0].ID, s.lastID)
 	}
 	runs, refSeg := s.j.refsFor(origins)
-	lsn, seq, err := s.j.log(s.num, frames, runs)
+	var lsn, seq uint64
+	if key != "" {
+		lsn, seq, err = s.j.logKeyed(s.num, s.session, frames, key, val)
+	} else {
+		lsn, seq, err = s.j.log(s.num, frames, runs, "", nil)
+	}
 	if err != nil {
 		return 0, false, err
 	}
