@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -151,11 +152,12 @@ func BenchmarkBurstMirror(b *testing.B) {
 	}
 
 	var burst, exported, alone time.Duration
+	var selfCPU, natsCPU, aloneSelf, aloneNATS time.Duration
 	for i := range b.N {
 		a := startNodeRing(b, upstream.Config{URLs: []string{srv.URL()}, Node: "a", Stream: "LOCALBUS", Export: []string{"s*"}}, 50000)
 		m := startNodeRing(b, upstream.Config{URLs: []string{srv.URL()}, Node: "b", Stream: "LOCALBUS", Import: []string{"a/*"}}, 50000)
 		session := fmt.Sprintf("s%d", i)
-		start := time.Now()
+		start, cpu0, ncpu0 := time.Now(), processCPU(), srv.CPU()
 		for k := 0; k < total; k += batch {
 			if _, _, err := a.h.Publish(session, evs); err != nil {
 				b.Fatal(err)
@@ -168,10 +170,12 @@ func BenchmarkBurstMirror(b *testing.B) {
 		exported += time.Since(start)
 		waitFor(b, "the mirror", func() bool { return lastID(m.h, "a."+session) >= total })
 		burst += time.Since(start)
+		selfCPU += processCPU() - cpu0
+		natsCPU += srv.CPU() - ncpu0
 		m.stop()
 		a.stop()
 
-		start = time.Now()
+		start, cpu0, ncpu0 = time.Now(), processCPU(), srv.CPU()
 		for k := range total {
 			if _, err := js.PublishAsync(fmt.Sprintf("base.%d", i), []byte(payload), jetstream.WithMsgID(fmt.Sprint(i, "/", k))); err != nil {
 				b.Fatal(err)
@@ -183,10 +187,29 @@ func BenchmarkBurstMirror(b *testing.B) {
 			b.Fatal("nats-server did not acknowledge the async publishes in 30 s")
 		}
 		alone += time.Since(start)
+		aloneSelf += processCPU() - cpu0
+		aloneNATS += srv.CPU() - ncpu0
 	}
 	n := float64(total * b.N)
+	perEvent := func(d time.Duration) float64 { return float64(d.Microseconds()) / n }
+	// Processor time per event: both daemons (one process here) and
+	// nats-server during the burst, and the publisher and nats-server
+	// alone.
+	b.ReportMetric(perEvent(selfCPU), "daemons-cpu-µs/event")
+	b.ReportMetric(perEvent(natsCPU), "nats-cpu-µs/event")
+	b.ReportMetric(perEvent(aloneSelf), "alone-client-cpu-µs/event")
+	b.ReportMetric(perEvent(aloneNATS), "alone-nats-cpu-µs/event")
 	b.ReportMetric(n/burst.Seconds(), "mirrored-events/s")
 	b.ReportMetric(n/exported.Seconds(), "exported-events/s")
 	b.ReportMetric(n/alone.Seconds(), "nats-alone-events/s")
 	b.ReportMetric(0, "ns/op")
+}
+
+// processCPU is the processor time this process has used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

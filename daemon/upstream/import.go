@@ -17,10 +17,14 @@ import (
 
 func importCursorName(pattern string) string { return "upstream.import:" + pattern }
 
-// maxImportBatch is the most events published to a mirror at once: well
-// under the default live queue of a reader (256), so that catching up
-// after an outage does not evict the mirror's readers as too slow.
-const maxImportBatch = 100
+// maxImportBatch is the most events published to a mirror at once, with
+// one journal append: as many as one local publish may carry, so a
+// mirror's readers see no larger batch than its origin's did. A reader
+// whose live queue is smaller (the default is 256) may be evicted by such
+// a batch while a mirror catches up, and resumes from the ring like any
+// slow reader; a mirror that keeps up appends what arrived during the
+// last append, far fewer.
+const maxImportBatch = 1000
 
 // An importer mirrors the sessions that match one import pattern.
 type importer struct {
@@ -324,14 +328,9 @@ func (im *importer) decode(m jetstream.Msg) (in incoming, ok bool) {
 		im.b.logger.Warn("upstream: remote session makes no valid local session id; skipped", "node", in.origin.Node, "session", in.origin.Session)
 		return in, false
 	}
-	var env bus.Envelope
-	if err := json.Unmarshal(m.Data(), &env); err != nil {
-		im.b.logger.Warn("upstream: message is not an envelope; skipped", "subject", m.Subject(), "err", err)
+	if in.ev, ok = decodeEnvelope(m.Data()); !ok {
+		im.b.logger.Warn("upstream: message is not an envelope; skipped", "subject", m.Subject())
 		return in, false
-	}
-	in.ev = bus.Event{Type: env.Type, Data: env.Data, Originator: env.Originator}
-	if t, err := time.Parse(time.RFC3339Nano, env.Timestamp); err == nil {
-		in.ev.Time = t
 	}
 	return in, true
 }
