@@ -13,7 +13,8 @@ const maxConfigBytes = 4 << 20
 // readConfigFile reads the configuration file at path. It opens it without
 // blocking (openNonBlocking), so a FIFO or a device at the path is a clear
 // error instead of a reader that waits for a writer forever, which would
-// hang a reload and, with it, the daemon's answer to SIGTERM. A symbolic
+// hang a reload and, with it, the daemon's answer to SIGTERM; /dev/null
+// alone among devices is taken, as an empty configuration. A symbolic
 // link is followed: a configuration file is often one. A missing file is
 // fs.ErrNotExist, unwrapped by the caller.
 func readConfigFile(path string) ([]byte, error) {
@@ -26,6 +27,9 @@ func readConfigFile(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if isDevNull(fi) {
+		return nil, nil // --config /dev/null: an empty configuration, as with other daemons
+	}
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file (%s); point --config at a file", path, describeMode(fi.Mode()))
 	}
@@ -37,6 +41,13 @@ func readConfigFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxConfigBytes)
 	}
 	return data, nil
+}
+
+// isDevNull reports whether fi is /dev/null, the one device a
+// configuration path may name: it reads as an empty file and never blocks.
+func isDevNull(fi os.FileInfo) bool {
+	null, err := os.Stat(os.DevNull)
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0 && os.SameFile(fi, null)
 }
 
 // describeMode names a file's type for an error.

@@ -25,6 +25,7 @@ func TestConfigAtAFIFOIsAnErrorNotAHang(t *testing.T) {
 	for _, tt := range []struct{ path, want string }{
 		{fifo, "a FIFO"},
 		{sub, "a directory"},
+		{"/dev/zero", "a character device"},
 	} {
 		errc := make(chan error, 1)
 		go func() {
@@ -44,5 +45,18 @@ func TestConfigAtAFIFOIsAnErrorNotAHang(t *testing.T) {
 			<-errc
 			t.Fatalf("LoadConfig(%s) blocked", tt.path)
 		}
+	}
+}
+
+// TestConfigAtDevNullIsAnEmptyConfiguration: --config /dev/null, the
+// idiom for "no configuration file", loads the defaults.
+func TestConfigAtDevNullIsAnEmptyConfiguration(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadConfig(Source{File: os.DevNull, FileExplicit: true})
+	if err != nil {
+		t.Fatalf("LoadConfig(/dev/null) = %v, want the defaults", err)
+	}
+	if want := Defaults(); cfg.RingSize != want.RingSize || cfg.MaxSessions != want.MaxSessions {
+		t.Errorf("LoadConfig(/dev/null): ring_size %d, max_sessions %d; want the defaults %d, %d", cfg.RingSize, cfg.MaxSessions, want.RingSize, want.MaxSessions)
 	}
 }
