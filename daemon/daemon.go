@@ -236,8 +236,17 @@ func newAuth(cfg Config) (*ipc.Auth, error) {
 	}, nil
 }
 
+// handlerOptions are the router's Options at start.
 func (d *Daemon) handlerOptions(cfg Config, auth *ipc.Auth) ipc.Options {
-	o := d.baseHandlerOptions(cfg, auth)
+	o := ipc.Options{
+		Hub:        d.hub,
+		Reload:     d.reloadRequest,
+		Version:    d.opts.Version,
+		Logger:     d.log,
+		Registry:   d.metrics.reg,
+		Durability: d.durability, Fsync: d.fsync,
+		Settings: d.handlerSettings(cfg, auth),
+	}
 	if br := d.upstream; br != nil {
 		o.Upstream = func() any { return br.Status() }
 		o.Metrics = append(o.Metrics, br.Collector())
@@ -245,9 +254,10 @@ func (d *Daemon) handlerOptions(cfg Config, auth *ipc.Auth) ipc.Options {
 	return o
 }
 
-func (d *Daemon) baseHandlerOptions(cfg Config, auth *ipc.Auth) ipc.Options {
-	return ipc.Options{
-		Hub:                  d.hub,
+// handlerSettings are what a reload gives the router: the keys' policy and
+// the reloadable settings of cfg.
+func (d *Daemon) handlerSettings(cfg Config, auth *ipc.Auth) ipc.Settings {
+	return ipc.Settings{
 		Authenticate:         auth.Authenticate,
 		AllowedOrigins:       cfg.AllowedOrigins,
 		MaxStreams:           cfg.MaxSubscribersTotal,
@@ -257,16 +267,11 @@ func (d *Daemon) baseHandlerOptions(cfg Config, auth *ipc.Auth) ipc.Options {
 		MaxInflightBodyBytes: cfg.MaxInflightBodyBytes,
 		PeerShare:            cfg.PeerShare,
 		Keepalive:            cfg.Keepalive,
-		Reload:               d.reloadRequest,
-		Version:              d.opts.Version,
 		KeysFile:             absPath(cfg.KeysFile),
-		Logger:               d.log,
-		Registry:             d.metrics.reg,
 		Caps: wire.Limits{
 			RingSize: cfg.RingSize, RingMaxBytes: cfg.RingMaxBytes, MaxQueued: cfg.MaxQueued,
 			MaxQueuedBytes: cfg.MaxQueuedBytes, MaxSubscribers: cfg.MaxSubscribers, MaxSessions: cfg.MaxSessions,
 		},
-		Durability: d.durability, Fsync: d.fsync,
 	}
 }
 

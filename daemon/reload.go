@@ -104,7 +104,7 @@ func (d *Daemon) applyReload(p reloadPlan) {
 	keys := keySummary(p.auth)
 	added, removed, changedKeys := diffKeys(d.keys, keys)
 	d.keys = keys
-	d.handler.SetOptions(d.handlerOptions(next, p.auth))
+	d.handler.SetSettings(d.handlerSettings(next, p.auth))
 	d.level.Set(next.SlogLevel())
 	d.cfg = next
 	d.hub.EndStreams(bus.EndReload)

@@ -48,7 +48,7 @@ func connFrom(ctx context.Context) *connInfo {
 }
 
 // Auth is the access policy of SPEC §7: who a request comes from and what
-// it may do. Its Authenticate method is an Options.Authenticate.
+// it may do. Its Authenticate method is a Settings.Authenticate.
 type Auth struct {
 	// Keys holds the hashed keys; nil means none.
 	Keys *access.Keyring

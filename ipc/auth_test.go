@@ -298,10 +298,10 @@ func newRouteFixture(t *testing.T, mod func(*Auth), opts ...func(*Options)) *rou
 	}
 	f := &routeFixture{hub: hb, keys: k, log: &authLogBuffer{}}
 	o := Options{
-		Hub:          hb,
-		Authenticate: a.Authenticate,
-		Reload:       func(context.Context) ([]string, error) { return nil, nil },
-		Logger:       slog.New(slog.NewTextHandler(f.log, nil)),
+		Hub:      hb,
+		Reload:   func(context.Context) ([]string, error) { return nil, nil },
+		Logger:   slog.New(slog.NewTextHandler(f.log, nil)),
+		Settings: Settings{Authenticate: a.Authenticate},
 	}
 	for _, opt := range opts {
 		opt(&o)

@@ -249,7 +249,7 @@ func BenchmarkPublishHandler(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer h.Close()
-			handler := ipc.New(ipc.Options{Hub: h, Authenticate: ipctest.AllowAll})
+			handler := ipc.New(ipc.Options{Hub: h, Settings: ipc.Settings{Authenticate: ipctest.AllowAll}})
 			body := []byte(tc.body)
 			b.ReportAllocs()
 			b.SetBytes(int64(len(body)))

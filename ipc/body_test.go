@@ -48,7 +48,7 @@ func readHTTPReply(t *testing.T, br *bufio.Reader) *ipctest.Response {
 // max_body_bytes gets 413 at once, though the body never comes; other
 // publishes go on.
 func TestBodyOverLimitIsRefusedBeforeReading(t *testing.T) {
-	srv := ipctest.New(t, ipctest.Options{Hub: hubOpts(), Handler: ipc.Options{MaxBodyBytes: 1 << 20, BodyTimeout: time.Minute}})
+	srv := ipctest.New(t, ipctest.Options{Hub: hubOpts(), Handler: ipc.Options{Settings: ipc.Settings{MaxBodyBytes: 1 << 20, BodyTimeout: time.Minute}}})
 	br, _ := rawPost(t, srv, "/api/v1/sessions/s/events", 100<<20, []byte(`[`))
 	r := readHTTPReply(t, br) // the body never comes: only a refusal before reading answers
 	if r.Status != http.StatusRequestEntityTooLarge || r.ErrorBody(t).Error.Code != wire.CodeBodyTooLarge {
@@ -67,7 +67,7 @@ func TestBodyOverLimitIsRefusedBeforeReading(t *testing.T) {
 // first is done the large one is taken again.
 func TestInflightBodiesAreCapped(t *testing.T) {
 	const limit = 1 << 20
-	srv := ipctest.New(t, ipctest.Options{Hub: hubOpts(), Handler: ipc.Options{MaxBodyBytes: limit, MaxInflightBodyBytes: limit, BodyTimeout: time.Minute}})
+	srv := ipctest.New(t, ipctest.Options{Hub: hubOpts(), Handler: ipc.Options{Settings: ipc.Settings{MaxBodyBytes: limit, MaxInflightBodyBytes: limit, BodyTimeout: time.Minute}}})
 	big := 600 << 10
 	// An array of big-2 bytes of padding around one event: valid JSON.
 	payload := []byte(`[{"type":"t:a","data":"` + strings.Repeat("x", big-26) + `"}]`)

@@ -2,7 +2,7 @@
 // WebSocket stream handlers, the REST handlers, authorization and the wire
 // encoding of requests and errors (SPEC §3, §6). The daemon builds one
 // Handler with New, serves it on each listener, and changes its options on
-// reload with SetOptions.
+// reload with SetSettings.
 //
 // # Where to start
 //
@@ -106,7 +106,7 @@
 //
 // # Reload and shutdown
 //
-// On reload the daemon calls SetOptions, then hub.Hub.EndStreams with
+// On reload the daemon calls SetSettings, then hub.Hub.EndStreams with
 // reason reload: every stream gets stream:closed and ends (WebSocket close
 // 1001 "reload"), and clients reconnect with Last-Event-ID under the new
 // options. On shutdown the daemon calls Drain (new streams and streaming

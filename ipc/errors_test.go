@@ -233,7 +233,7 @@ func ndjsonBody(n int) string {
 func TestErrorsAreJSONAndHarmless(t *testing.T) {
 	srv := ipctest.New(t, ipctest.Options{
 		Hub:     hub.Options{MaxSessions: 2, AutoCreate: false},
-		Handler: ipc.Options{MaxEventBytes: 1024, MaxBodyBytes: 64 << 10},
+		Handler: ipc.Options{Settings: ipc.Settings{MaxEventBytes: 1024, MaxBodyBytes: 64 << 10}},
 	})
 	createSession(t, srv, "watch")
 	createSession(t, srv, "target")

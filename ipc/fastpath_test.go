@@ -97,7 +97,7 @@ func TestSSEStreamForHTTP10EndsWithTheConnection(t *testing.T) {
 func TestClosedClientLeavesAtOnce(t *testing.T) {
 	for _, kind := range []string{"events", "ws"} {
 		t.Run(kind, func(t *testing.T) {
-			srv := ipctest.New(t, ipctest.Options{Hub: hubOpts(), Handler: ipc.Options{Keepalive: time.Hour}})
+			srv := ipctest.New(t, ipctest.Options{Hub: hubOpts(), Handler: ipc.Options{Settings: ipc.Settings{Keepalive: time.Hour}}})
 			createSession(t, srv, "s")
 			s, _ := srv.Hub.Session("s")
 			if kind == "events" {

@@ -36,10 +36,50 @@ const (
 	MaxControlFrame = 64 << 10
 )
 
-// Options configure a Handler. Zero values mean the defaults.
+// Options are what New reads once: the hub, the stores and registries that
+// outlive a reload, what /api/v1/caps reports of the daemon's build and
+// journal, and the first Settings. Zero values mean the defaults.
 type Options struct {
 	// Hub holds the sessions and the global bus. Required.
 	Hub *hub.Hub
+	// Logger receives the router's log lines; nil means slog.Default().
+	Logger *slog.Logger
+	// Reload is called by POST /api/v1/reload and returns the changed
+	// keys that wait for a restart; nil answers 503.
+	Reload func(context.Context) (restartNeeded []string, err error)
+	// Version is reported by /api/v1/caps.
+	Version string
+	// Durability and Fsync are the durability settings /api/v1/caps
+	// reports ("disk" or "memory"; the fsync mode with "disk"); "" omits
+	// them.
+	Durability, Fsync string
+	// Upstream, if set, returns the state of the NATS bridge (SPEC §12)
+	// for GET /api/v1/upstream, a value that marshals to JSON; nil
+	// answers that route with 404 (no bridge).
+	Upstream func() any
+	// Tickets holds the browsers' single-use stream tickets; nil means a
+	// store with the defaults of access.TicketOptions. Only New reads it:
+	// the store outlives SetSettings, which voids its tickets.
+	Tickets *access.TicketStore
+	// Metrics are more collectors for GET /metrics (the bridge's); they
+	// are registered by New, so a reload does not change them.
+	Metrics []prometheus.Collector
+	// Registry is where the router registers its metrics, and what GET
+	// /metrics serves: the daemon registers its own collectors there too.
+	// nil means a registry of the router's own. Only New reads it.
+	Registry *prometheus.Registry
+	// SlowBodyWindow is the window of the slow-body rule: after its first
+	// window, a whole body slower than 64 KiB/s over a window is cut with
+	// 408 body_too_slow. Default 5 s (SPEC §2); tests shorten it.
+	SlowBodyWindow time.Duration
+	// Settings are the first of what a reload swaps (SetSettings).
+	Settings
+}
+
+// Settings are what a reload swaps (Handler.SetSettings): the caller
+// policy, the limits, the timeouts of new requests and streams, and the
+// figures /api/v1/caps reports. Zero values mean the defaults.
+type Settings struct {
 	// Authenticate names the caller of a request and its scopes, or refuses
 	// it with an *Error (401) when it presents bad credentials. A caller that
 	// presents none and has no peer identity is returned with Authenticated
@@ -67,10 +107,6 @@ type Options struct {
 	// one unit (SPEC §2, fair shares; see package share). Default 0: no
 	// shares; the daemon sets peer_share.
 	PeerShare float64
-	// SlowBodyWindow is the window of the slow-body rule: after its first
-	// window, a whole body slower than 64 KiB/s over a window is cut with
-	// 408 body_too_slow. Default 5 s (SPEC §2); tests shorten it.
-	SlowBodyWindow time.Duration
 	// Keepalive is the SSE comment / WebSocket ping interval; default 15 s.
 	Keepalive time.Duration
 	// WriteTimeout bounds one write of a stream's queued frames, so a peer
@@ -90,42 +126,16 @@ type Options struct {
 	// MaxStreams limits the streams open at once across every bus
 	// (max_subscribers_total); 0 means no limit beyond each bus's own.
 	MaxStreams int
-	// Reload is called by POST /api/v1/reload and returns the changed
-	// keys that wait for a restart; nil answers 503.
-	Reload func(context.Context) (restartNeeded []string, err error)
-	// Version is reported by /api/v1/caps.
-	Version string
 	// KeysFile is the keys file's absolute path, which /api/v1/caps
 	// reports to admin callers only; "" reports nothing.
 	KeysFile string
 	// Caps are the limits /api/v1/caps reports.
 	Caps wire.Limits
-	// Durability and Fsync are the durability settings /api/v1/caps
-	// reports ("disk" or "memory"; the fsync mode with "disk"); "" omits
-	// them.
-	Durability, Fsync string
-	// Logger receives the router's log lines; nil means slog.Default().
-	Logger *slog.Logger
-	// Upstream, if set, returns the state of the NATS bridge (SPEC §12)
-	// for GET /api/v1/upstream, a value that marshals to JSON; nil
-	// answers that route with 404 (no bridge).
-	Upstream func() any
 	// AllowedOrigins are the browser origins ("http://app.example:3000",
 	// or a bare host) answered with CORS headers on POST /api/v1/tickets
 	// and the GET stream routes (allowed_origins, SPEC §7); any other
 	// origin gets none.
 	AllowedOrigins []string
-	// Tickets holds the browsers' single-use stream tickets; nil means a
-	// store with the defaults of access.TicketOptions. Only New reads it:
-	// the store outlives SetOptions, which voids its tickets.
-	Tickets *access.TicketStore
-	// Metrics are more collectors for GET /metrics (the bridge's); they
-	// are registered by New, so SetOptions does not change them.
-	Metrics []prometheus.Collector
-	// Registry is where the router registers its metrics, and what GET
-	// /metrics serves: the daemon registers its own collectors there too.
-	// nil means a registry of the router's own. Only New reads it.
-	Registry *prometheus.Registry
 }
 
 func (o *Options) fill() {
@@ -216,7 +226,7 @@ func New(opts Options) *Handler {
 	if h.tickets == nil {
 		h.tickets = access.NewTicketStore(access.TicketOptions{})
 	}
-	h.SetOptions(opts)
+	h.setOptions(opts)
 	h.metrics = newMetrics(h, opts.Registry)
 	h.ready.Store(true)
 	paths := map[string]bool{}
@@ -233,10 +243,19 @@ func New(opts Options) *Handler {
 	return h
 }
 
-// SetOptions replaces the options (on reload). Streams already open keep the
-// keepalive they started with. Every outstanding ticket is void from then
-// on: the keys that granted them may be gone.
-func (h *Handler) SetOptions(opts Options) {
+// SetSettings replaces the settings (on reload); the rest of the Options
+// New read stays. Streams already open keep the keepalive they started
+// with. Every outstanding ticket is void from then on: the keys that
+// granted them may be gone.
+func (h *Handler) SetSettings(st Settings) {
+	opts := *h.opts.Load()
+	opts.Settings = st
+	h.setOptions(opts)
+	h.tickets.Clear()
+}
+
+// setOptions fills opts with the defaults and makes them the handler's.
+func (h *Handler) setOptions(opts Options) {
 	opts.fill()
 	streams := int64(opts.MaxStreams)
 	if streams <= 0 {
@@ -245,9 +264,7 @@ func (h *Handler) SetOptions(opts Options) {
 	h.open.SetLimit(streams, opts.PeerShare)
 	h.bodies.SetLimit(opts.MaxInflightBodyBytes, opts.PeerShare)
 	h.tickets.SetShare(opts.PeerShare)
-	if h.opts.Swap(&opts) != nil {
-		h.tickets.Clear()
-	}
+	h.opts.Store(&opts)
 }
 
 // PoolStreams names the pool of streams open on every bus together

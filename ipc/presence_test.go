@@ -54,7 +54,7 @@ func newPresenceServer(t *testing.T) *presenceServer {
 		keys[name] = k
 	}
 	a := &ipc.Auth{Keys: ring, DaemonUID: uint32(os.Geteuid()), PeerScopes: access.DefaultPeerScopes()}
-	h := ipc.New(ipc.Options{Hub: hb, Authenticate: a.Authenticate, Logger: slog.New(slog.DiscardHandler)})
+	h := ipc.New(ipc.Options{Hub: hb, Logger: slog.New(slog.DiscardHandler), Settings: ipc.Settings{Authenticate: a.Authenticate}})
 	dir := t.TempDir()
 	ps := &presenceServer{hub: hb, h: h, socket: filepath.Join(dir, "lb.sock"), keys: keys}
 	ul, err := net.Listen("unix", ps.socket)

@@ -149,9 +149,11 @@ func TestStreamingPublishStopsAtABadLine(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := ipctest.New(t, ipctest.Options{Hub: hubOpts(), Handler: ipc.Options{
-				MaxEventBytes: 256,
-				Authenticate: func(*http.Request) (ipc.Caller, error) {
-					return ipc.Caller{Authenticated: true, Scopes: access.NewScopes("read", "publish:a")}, nil
+				Settings: ipc.Settings{
+					MaxEventBytes: 256,
+					Authenticate: func(*http.Request) (ipc.Caller, error) {
+						return ipc.Caller{Authenticated: true, Scopes: access.NewScopes("read", "publish:a")}, nil
+					},
 				},
 			}})
 			ps := openPublishStream(t, srv, "/api/v1/sessions/s/events", nil)
@@ -247,7 +249,7 @@ func TestStreamingPublishLineAcks(t *testing.T) {
 // a quiet stream open.
 func TestStreamingPublishIdleTimeout(t *testing.T) {
 	const idle = 300 * time.Millisecond
-	srv := ipctest.New(t, ipctest.Options{Hub: hubOpts(), Handler: ipc.Options{BodyTimeout: idle}})
+	srv := ipctest.New(t, ipctest.Options{Hub: hubOpts(), Handler: ipc.Options{Settings: ipc.Settings{BodyTimeout: idle}}})
 	ps := openPublishStream(t, srv, "/api/v1/sessions/s/events", nil)
 	ps.send(line("a:b", 1))
 	// Blank lines, each well within the timeout, for longer than it.

@@ -251,8 +251,11 @@ func TestSessionsREST(t *testing.T) {
 
 func TestCaps(t *testing.T) {
 	srv := ipctest.New(t, ipctest.Options{Hub: hubOpts(), Handler: ipc.Options{
-		Version: "1.2.3-test", MaxEventBytes: 4096,
-		Caps: wire.Limits{RingSize: 100, RingMaxBytes: 1 << 20, MaxQueued: 64, MaxQueuedBytes: 1 << 16, MaxSubscribers: 8, MaxSessions: 10},
+		Version: "1.2.3-test",
+		Settings: ipc.Settings{
+			MaxEventBytes: 4096,
+			Caps:          wire.Limits{RingSize: 100, RingMaxBytes: 1 << 20, MaxQueued: 64, MaxQueuedBytes: 1 << 16, MaxSubscribers: 8, MaxSessions: 10},
+		},
 	}})
 	r := srv.Do(t, http.MethodGet, "/api/v1/caps", nil, nil)
 	if r.Status != http.StatusOK {
@@ -280,6 +283,25 @@ func TestCaps(t *testing.T) {
 	}
 }
 
+// TestSetSettingsSwapsTheSettingsAndKeepsTheRest: a reload's new settings
+// reach /api/v1/caps; what New read (the version, the durability) stays.
+func TestSetSettingsSwapsTheSettingsAndKeepsTheRest(t *testing.T) {
+	srv := ipctest.New(t, ipctest.Options{Hub: hubOpts(), Handler: ipc.Options{
+		Version: "1.2.3-test", Durability: "disk", Fsync: "always",
+		Settings: ipc.Settings{MaxEventBytes: 4096, Caps: wire.Limits{RingSize: 100}},
+	}})
+	srv.Handler.SetSettings(ipc.Settings{Authenticate: ipctest.AllowAll, MaxEventBytes: 512, Caps: wire.Limits{RingSize: 7}})
+	r := srv.Do(t, http.MethodGet, "/api/v1/caps", nil, nil)
+	var caps wire.Caps
+	decodeStrict(t, r, &caps)
+	if caps.Limits.MaxEventBytes != 512 || caps.Limits.RingSize != 7 {
+		t.Errorf("caps limits after SetSettings = %+v, want maxEventBytes 512 and ringSize 7", caps.Limits)
+	}
+	if caps.Version != "1.2.3-test" || caps.Durability != "disk" || caps.Fsync != "always" {
+		t.Errorf("caps after SetSettings: version %q durability %q fsync %q, want what New read", caps.Version, caps.Durability, caps.Fsync)
+	}
+}
+
 func TestCapsSayTheDurability(t *testing.T) {
 	srv := ipctest.New(t, ipctest.Options{Hub: hubOpts(), Handler: ipc.Options{Durability: "disk", Fsync: "always"}})
 	r := srv.Do(t, http.MethodGet, "/api/v1/caps", nil, nil)
@@ -291,7 +313,7 @@ func TestCapsSayTheDurability(t *testing.T) {
 }
 
 func TestEventSizeLimitIsInclusive(t *testing.T) {
-	srv := ipctest.New(t, ipctest.Options{Hub: hubOpts(), Handler: ipc.Options{MaxEventBytes: 256}})
+	srv := ipctest.New(t, ipctest.Options{Hub: hubOpts(), Handler: ipc.Options{Settings: ipc.Settings{MaxEventBytes: 256}}})
 	body := func(n int) []byte {
 		// {"type":"a:b","data":"xxx"} is 24 bytes around the x's.
 		return []byte(`{"type":"a:b","data":"` + strings.Repeat("x", n-24) + `"}`)

@@ -34,7 +34,7 @@ func asPeer(r *http.Request) (ipc.Caller, error) {
 // is published.
 func TestSlowBodyIsCutWith408(t *testing.T) {
 	const window = 200 * time.Millisecond
-	srv := ipctest.New(t, ipctest.Options{Hub: hubOpts(), Handler: ipc.Options{SlowBodyWindow: window, BodyTimeout: time.Minute}})
+	srv := ipctest.New(t, ipctest.Options{Hub: hubOpts(), Handler: ipc.Options{SlowBodyWindow: window, Settings: ipc.Settings{BodyTimeout: time.Minute}}})
 	br, send := rawPost(t, srv, "/api/v1/sessions/slow/events", 1<<20, []byte(`[`))
 	start := time.Now()
 	done := make(chan *ipctest.Response, 1)
@@ -74,7 +74,12 @@ func TestSlowBodyIsCutWith408(t *testing.T) {
 // published, and so is a body within the share.
 func TestBodyPastItsPeersShareIs413(t *testing.T) {
 	srv := ipctest.New(t, ipctest.Options{Hub: hubOpts(), Handler: ipc.Options{
-		Authenticate: asPeer, MaxBodyBytes: 1 << 20, MaxInflightBodyBytes: 1 << 20, PeerShare: 0.25,
+		Settings: ipc.Settings{
+			Authenticate:         asPeer,
+			MaxBodyBytes:         1 << 20,
+			MaxInflightBodyBytes: 1 << 20,
+			PeerShare:            0.25,
+		},
 	}})
 	body := func(n int) []byte {
 		return []byte(`[{"type":"t:a","data":"` + strings.Repeat("x", n-26) + `"}]`)

@@ -228,7 +228,7 @@ func TestSlowReaderEvictedAndRecovers(t *testing.T) {
 func TestStoppedReaderIsCutOffByWriteTimeout(t *testing.T) {
 	for _, kind := range []string{"events", "ws"} {
 		t.Run(kind, func(t *testing.T) {
-			srv := ipctest.New(t, ipctest.Options{Hub: hubOpts(), Handler: ipc.Options{WriteTimeout: 100 * time.Millisecond}})
+			srv := ipctest.New(t, ipctest.Options{Hub: hubOpts(), Handler: ipc.Options{Settings: ipc.Settings{WriteTimeout: 100 * time.Millisecond}}})
 			createSession(t, srv, "s")
 			s, _ := srv.Hub.Session("s")
 			ctx := testCtx(t)

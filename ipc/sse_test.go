@@ -33,7 +33,7 @@ func nextBlock(tb testing.TB, st *ipctest.SSE) ipctest.SSEFrame {
 func TestSSEFraming(t *testing.T) {
 	srv := ipctest.New(t, ipctest.Options{
 		Hub:     hubOpts(),
-		Handler: ipc.Options{Keepalive: 50 * time.Millisecond},
+		Handler: ipc.Options{Settings: ipc.Settings{Keepalive: 50 * time.Millisecond}},
 	})
 	createSession(t, srv, "s")
 	st := srv.OpenSSE(t, "/api/v1/sessions/s/events", nil)

@@ -201,7 +201,7 @@ func TestOutstandingTicketsAreCappedWith429(t *testing.T) {
 func TestReloadVoidsOutstandingTickets(t *testing.T) {
 	f, _ := ticketFixture(t, 0)
 	tk := f.ticket(t, f.keys.read, `{"path":"`+s1Events+`"}`)
-	f.h.SetOptions(*f.h.options())
+	f.h.SetSettings(f.h.options().Settings)
 	wantRefusal(t, "a ticket from before the reload", f.do(t, viaTCP, "GET", s1Events+"?ticket="+tk, ""), 401, wire.CodeInvalidTicket)
 }
 

@@ -422,7 +422,7 @@ func TestWebSocketKeepalive(t *testing.T) {
 		Hub: hubOpts(),
 		// Short, but long enough for a loaded machine to answer a ping:
 		// the server waits one keepalive for the pong.
-		Handler: ipc.Options{Keepalive: 250 * time.Millisecond, WriteTimeout: 250 * time.Millisecond},
+		Handler: ipc.Options{Settings: ipc.Settings{Keepalive: 250 * time.Millisecond, WriteTimeout: 250 * time.Millisecond}},
 	})
 	createSession(t, srv, "s")
 	s, _ := srv.Hub.Session("s")

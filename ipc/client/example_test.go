@@ -35,7 +35,7 @@ func exampleDaemon() (socket string, stop func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	router := ipc.New(ipc.Options{Hub: h, Authenticate: ipctest.AllowAll, Logger: slog.New(slog.DiscardHandler)})
+	router := ipc.New(ipc.Options{Hub: h, Logger: slog.New(slog.DiscardHandler), Settings: ipc.Settings{Authenticate: ipctest.AllowAll}})
 	srv := &http.Server{Handler: router}
 	done := make(chan struct{})
 	go func() {

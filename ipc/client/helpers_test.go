@@ -65,10 +65,17 @@ func (d *daemon) start() {
 		d.t.Fatalf("hub.New: %v", err)
 	}
 	d.hub = h
-	d.h = ipc.New(ipc.Options{Hub: h, Authenticate: ipctest.AllowAll, Logger: slog.New(slog.DiscardHandler), Reload: func(context.Context) ([]string, error) {
-		h.EndStreams(bus.EndReload)
-		return nil, nil
-	}})
+	d.h = ipc.New(ipc.Options{
+		Hub:    h,
+		Logger: slog.New(slog.DiscardHandler),
+		Reload: func(context.Context) ([]string, error) {
+			h.EndStreams(bus.EndReload)
+			return nil, nil
+		},
+		Settings: ipc.Settings{
+			Authenticate: ipctest.AllowAll,
+		},
+	})
 	ln, err := net.Listen("unix", d.sock)
 	if err != nil {
 		d.t.Fatalf("listen: %v", err)

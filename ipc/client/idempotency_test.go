@@ -26,7 +26,7 @@ func TestPublishRetriesADroppedConnectionOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	router := ipc.New(ipc.Options{Hub: h, Authenticate: ipctest.AllowAll, Logger: slog.New(slog.DiscardHandler)})
+	router := ipc.New(ipc.Options{Hub: h, Logger: slog.New(slog.DiscardHandler), Settings: ipc.Settings{Authenticate: ipctest.AllowAll}})
 	var mu sync.Mutex
 	var keys []string
 	wrap := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

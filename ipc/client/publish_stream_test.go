@@ -151,7 +151,7 @@ func TestPublishStreamSendsBlankLinesWhileTheInputIsQuiet(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			srv, c := streamServer(t, ipc.Options{BodyTimeout: idle})
+			srv, c := streamServer(t, ipc.Options{Settings: ipc.Settings{BodyTimeout: idle}})
 			pr, pw := io.Pipe()
 			defer pw.Close()
 			done := publishInBackground(c, "s", pr, tt.keepalive)
@@ -259,9 +259,11 @@ func TestPublishStreamStopsAtABadLine(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				srv, c := streamServer(t, ipc.Options{
-					MaxEventBytes: 1024,
-					Authenticate: func(*http.Request) (ipc.Caller, error) {
-						return ipc.Caller{Authenticated: true, Scopes: access.NewScopes("read", "publish:a")}, nil
+					Settings: ipc.Settings{
+						MaxEventBytes: 1024,
+						Authenticate: func(*http.Request) (ipc.Caller, error) {
+							return ipc.Caller{Authenticated: true, Scopes: access.NewScopes("read", "publish:a")}, nil
+						},
 					},
 				})
 				pr, pw := io.Pipe()

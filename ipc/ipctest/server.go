@@ -27,7 +27,7 @@ const Wait = 10 * time.Second
 // Host is the host name request URLs carry; the socket ignores it.
 const Host = "localbus"
 
-// AllowAll is an ipc.Options.Authenticate that makes every caller admin,
+// AllowAll is an ipc.Settings.Authenticate that makes every caller admin,
 // for tests whose subject is not access control.
 func AllowAll(*http.Request) (ipc.Caller, error) {
 	return ipc.Caller{Authenticated: true, Scopes: access.NewScopes(access.Admin)}, nil

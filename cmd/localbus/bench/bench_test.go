@@ -265,7 +265,7 @@ func TestFanoutNoticesAServerThatLoses(t *testing.T) {
 }
 
 func TestScenariosOnSmallNumbers(t *testing.T) {
-	srv := benchtest.New(t, benchtest.Faults{}, ipc.Options{Caps: wire.Limits{RingSize: 300}})
+	srv := benchtest.New(t, benchtest.Faults{}, ipc.Options{Settings: ipc.Settings{Caps: wire.Limits{RingSize: 300}}})
 	cases := []struct {
 		name  string
 		c     Config
