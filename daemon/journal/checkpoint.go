@@ -59,7 +59,7 @@ func (j *Journal) Checkpoint() error {
 	}
 	j.ckptMu.Lock()
 	defer j.ckptMu.Unlock()
-	if j.wal.end() == j.wal.start() && !j.anyEvicted() {
+	if j.wal.end() == j.wal.start() && !j.anyEvicted() && !j.anyDropped() {
 		return nil
 	}
 	if err := j.trimEvicted(); err != nil {
@@ -235,7 +235,7 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 	}
 	// The keys logged in the segments removed go into the database with
 	// their events (keys.go).
-	keys := j.keysThrough(seq)
+	keys, dropped := j.keysThrough(seq), j.takeDropped()
 	// Opening checked every page: a panic here is damage done since, which
 	// fails the checkpoint (the log keeps the events) rather than the
 	// daemon.
@@ -246,7 +246,7 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 					return err
 				}
 			}
-			if err := putKeys(tx, keys); err != nil {
+			if err := putKeys(tx, keys, dropped); err != nil {
 				return err
 			}
 			for _, w := range works {
@@ -287,6 +287,7 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 		j.arena = arena[:0]
 	}
 	if err != nil {
+		j.undrop(dropped)
 		return classify(err)
 	}
 	j.forgetKeys(keys)

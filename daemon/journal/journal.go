@@ -125,8 +125,9 @@ type Journal struct {
 
 	// keysMu guards logKeys, the idempotency keys whose log records a
 	// checkpoint has not copied yet (keys.go); taken after Store.mu.
-	keysMu  sync.Mutex
-	logKeys map[string]logKey
+	keysMu      sync.Mutex
+	logKeys     map[string]logKey
+	droppedKeys map[string]bool // dropped by DropKeys, for the next checkpoint to delete
 
 	mu      sync.Mutex // guards the fields below; taken before Store.mu
 	closed  bool

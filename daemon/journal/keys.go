@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"maps"
 	"strings"
 
 	"github.com/localbus/localbus/bus"
@@ -56,7 +57,45 @@ func (j *Journal) holdKeyLocked(session, key string, val []byte, seq uint64) {
 	if j.logKeys == nil {
 		j.logKeys = map[string]logKey{}
 	}
-	j.logKeys[string(keyOf(session, key))] = logKey{val: bytes.Clone(val), seq: seq}
+	k := string(keyOf(session, key))
+	j.logKeys[k] = logKey{val: bytes.Clone(val), seq: seq}
+	delete(j.droppedKeys, k)
+}
+
+// anyDropped reports whether keys were dropped since the last checkpoint.
+func (j *Journal) anyDropped() bool {
+	j.keysMu.Lock()
+	defer j.keysMu.Unlock()
+	return len(j.droppedKeys) > 0
+}
+
+// takeDropped returns the keys dropped since the last checkpoint, for it
+// to delete from the database (putKeys); a failed checkpoint gives them
+// back with undrop.
+func (j *Journal) takeDropped() map[string]bool {
+	j.keysMu.Lock()
+	defer j.keysMu.Unlock()
+	d := j.droppedKeys
+	j.droppedKeys = nil
+	return d
+}
+
+func (j *Journal) undrop(d map[string]bool) {
+	j.keysMu.Lock()
+	defer j.keysMu.Unlock()
+	for k := range d {
+		if _, held := j.logKeys[k]; !held {
+			j.dropLocked(k)
+		}
+	}
+}
+
+// dropLocked notes key k (keyOf) as dropped. j.keysMu must be held.
+func (j *Journal) dropLocked(k string) {
+	if j.droppedKeys == nil {
+		j.droppedKeys = map[string]bool{}
+	}
+	j.droppedKeys[k] = true
 }
 
 // keysThrough returns the held keys logged in segments up to seq, for a
@@ -76,14 +115,20 @@ func (j *Journal) keysThrough(seq uint64) map[string]logKey {
 	return out
 }
 
-// putKeys writes keys into the database within tx.
-func putKeys(tx *bolt.Tx, keys map[string]logKey) error {
-	if len(keys) == 0 {
+// putKeys writes keys into the database within tx, and deletes the keys
+// dropped.
+func putKeys(tx *bolt.Tx, keys map[string]logKey, dropped map[string]bool) error {
+	if len(keys) == 0 && len(dropped) == 0 {
 		return nil
 	}
 	b, err := tx.CreateBucketIfNotExists(bucketKeys)
 	if err != nil {
 		return err
+	}
+	for k := range dropped {
+		if err := b.Delete([]byte(k)); err != nil {
+			return err
+		}
 	}
 	for k, lk := range keys {
 		if err := b.Put([]byte(k), lk.val); err != nil {
@@ -124,6 +169,10 @@ func (j *Journal) PutKey(session, key string, rec []byte) error {
 }
 
 // DropKeys forgets keys of session, or every key of it when keys is nil.
+// Named keys are deleted from the database by the next checkpoint, so
+// that forgetting the oldest keys to make room costs a publish no write
+// (a crash before it brings them back, within their window); every key
+// of a deleted session goes at once.
 func (j *Journal) DropKeys(session string, keys []string) error {
 	if err := j.usable(); err != nil {
 		return err
@@ -131,14 +180,17 @@ func (j *Journal) DropKeys(session string, keys []string) error {
 	j.keysMu.Lock()
 	if keys != nil {
 		for _, k := range keys {
-			delete(j.logKeys, string(keyOf(session, k)))
+			kk := string(keyOf(session, k))
+			delete(j.logKeys, kk)
+			j.dropLocked(kk)
 		}
-	} else {
-		prefix := session + "\x00"
-		for k := range j.logKeys {
-			if strings.HasPrefix(k, prefix) {
-				delete(j.logKeys, k)
-			}
+		j.keysMu.Unlock()
+		return nil
+	}
+	prefix := session + "\x00"
+	for k := range j.logKeys {
+		if strings.HasPrefix(k, prefix) {
+			delete(j.logKeys, k)
 		}
 	}
 	j.keysMu.Unlock()
@@ -148,14 +200,6 @@ func (j *Journal) DropKeys(session string, keys []string) error {
 	return classify(j.db.Batch(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketKeys)
 		if b == nil {
-			return nil
-		}
-		if keys != nil {
-			for _, k := range keys {
-				if err := b.Delete(keyOf(session, k)); err != nil {
-					return err
-				}
-			}
 			return nil
 		}
 		prefix := append([]byte(session), 0)
@@ -184,6 +228,7 @@ func (j *Journal) Keys(fn func(session, key string, rec []byte)) error {
 	for k, lk := range j.logKeys {
 		held[k] = lk.val
 	}
+	dropped := maps.Clone(j.droppedKeys)
 	j.keysMu.Unlock()
 	split := func(k []byte, v []byte) {
 		if i := bytes.IndexByte(k, 0); i >= 0 {
@@ -197,7 +242,7 @@ func (j *Journal) Keys(fn func(session, key string, rec []byte)) error {
 				return nil
 			}
 			return b.ForEach(func(k, v []byte) error {
-				if _, ok := held[string(k)]; !ok {
+				if _, ok := held[string(k)]; !ok && !dropped[string(k)] {
 					split(k, v)
 				}
 				return nil
