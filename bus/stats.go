@@ -40,6 +40,13 @@ type Stats struct {
 	Limits          Limits
 }
 
+// Counters returns the bus's cumulative counts of events published and of
+// live frames delivered to its subscribers' queues, without taking its
+// lock.
+func (b *Bus) Counters() (published, delivered uint64) {
+	return b.stats.published.Load(), b.stats.delivered.Load()
+}
+
 // Stats returns the bus's figures.
 func (b *Bus) Stats() Stats {
 	b.mu.Lock()

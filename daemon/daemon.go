@@ -240,8 +240,9 @@ func newAuth(cfg Config) (*ipc.Auth, error) {
 func (d *Daemon) handlerOptions(cfg Config, auth *ipc.Auth) ipc.Options {
 	o := ipc.Options{
 		Hub:        d.hub,
-		Reload:     d.reloadRequest,
-		Version:    d.opts.Version,
+		Reload:      d.reloadRequest,
+		AdminStatus: d.adminStatus,
+		Version:     d.opts.Version,
 		Logger:     d.log,
 		Registry:   d.metrics.reg,
 		Durability: d.durability, Fsync: d.fsync,

@@ -103,6 +103,7 @@ func (d *Daemon) serve(ctx context.Context, listeners []net.Listener) error {
 		}
 	})
 	wg.Go(func() { d.expireSessions(ctx) })
+	wg.Go(func() { d.sampleRates(ctx) })
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)

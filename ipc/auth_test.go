@@ -425,6 +425,8 @@ func TestEveryRouteEnforcesItsScope(t *testing.T) {
 			[10]int{st401, st401, stOK, st403, st403, stOK, stOK, stOK, stOK, st401}},
 		{"GET", "/api/v1/sessions/{id}/subscribers", "/api/v1/sessions/s1/subscribers", "",
 			[10]int{st401, st401, stOK, st403, st403, stOK, stOK, stOK, stOK, st401}},
+		{"GET", "/api/v1/status", "/api/v1/status", "",
+			[10]int{st401, st401, stOK, st403, st403, stOK, stOK, stOK, stOK, st401}},
 		{"GET", "/api/v1/subscribers", "/api/v1/subscribers", "",
 			[10]int{st401, st401, st403, st403, st403, stOK, stOK, stOK, st403, st401}},
 		{"DELETE", "/api/v1/sessions/{id}", "/api/v1/sessions/del-CALLER", "",

@@ -57,6 +57,12 @@ type Options struct {
 	// for GET /api/v1/upstream, a value that marshals to JSON; nil
 	// answers that route with 404 (no bridge).
 	Upstream func() any
+	// AdminStatus, if set, returns what GET /api/v1/status adds for an
+	// admin caller (memory, journal, upstream); nil adds nothing.
+	AdminStatus func() wire.AdminStatus
+	// StartedAt is when the daemon started, for GET /api/v1/status; the
+	// zero time means when New was called.
+	StartedAt time.Time
 	// Tickets holds the browsers' single-use stream tickets; nil means a
 	// store with the defaults of access.TicketOptions. Only New reads it:
 	// the store outlives SetSettings, which voids its tickets.
@@ -211,6 +217,7 @@ type Handler struct {
 	tickets *access.TicketStore
 	// presence is every live stream, for GET …/subscribers.
 	presence *presence
+	started  time.Time // Options.StartedAt, for GET /api/v1/status
 	// refusalLimiter keeps refused requests from flooding the log.
 	refusalLimiter rateLimiter
 }
@@ -220,6 +227,10 @@ func New(opts Options) *Handler {
 	h := &Handler{mux: http.NewServeMux(), refusalLimiter: rateLimiter{interval: time.Second}}
 	h.drainCtx, h.drainCancel = context.WithCancel(context.Background())
 	h.presence = newPresence()
+	h.started = opts.StartedAt.UTC().Truncate(time.Second)
+	if opts.StartedAt.IsZero() {
+		h.started = time.Now().UTC().Truncate(time.Second)
+	}
 	h.open = share.NewPool(share.Options{Name: PoolStreams, Err: bus.ErrSubscriberLimit})
 	h.bodies = share.NewPool(share.Options{Name: PoolBodyBytes})
 	h.tickets = opts.Tickets

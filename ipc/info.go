@@ -67,3 +67,19 @@ func (h *Handler) serveUpstream(w http.ResponseWriter, r *http.Request, c Caller
 	}
 	writeJSON(w, http.StatusOK, f())
 }
+
+// serveStatus is GET /api/v1/status: the daemon at a glance (SPEC §6); an
+// admin caller also gets memory, journal and upstream figures.
+func (h *Handler) serveStatus(w http.ResponseWriter, r *http.Request, c Caller) {
+	o := h.options()
+	st := wire.Status{
+		Version: o.Version, StartedAt: h.started, Sessions: o.Hub.Len(), Streams: h.presence.count(),
+		Consumers: o.Hub.ConsumerCount(),
+	}
+	st.PublishRate, st.DeliverRate = o.Hub.Rates()
+	if c.Scopes.CanAdmin() && o.AdminStatus != nil {
+		a := o.AdminStatus()
+		st.RSSBytes, st.JournalBytes, st.Upstream = a.RSSBytes, a.JournalBytes, a.Upstream
+	}
+	writeJSON(w, http.StatusOK, st)
+}

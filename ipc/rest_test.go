@@ -183,7 +183,7 @@ func TestSessionsREST(t *testing.T) {
 	var fields map[string]json.RawMessage
 	r.DecodeJSON(t, &fields)
 	keys := slices.Sorted(maps.Keys(fields))
-	if want := []string{"earliestId", "epoch", "id", "lastId", "ring", "subscribers"}; !slices.Equal(keys, want) {
+	if want := []string{"consumers", "deliverRate", "earliestId", "epoch", "id", "lastId", "publishRate", "ring", "subscribers"}; !slices.Equal(keys, want) {
 		t.Errorf("show fields %v, want %v", keys, want)
 	}
 	var ring map[string]json.RawMessage

@@ -52,6 +52,7 @@ var routes = []route{
 	{"GET", wire.PatternSessionSubscribers, routeREST, false, scopeRead, (*Handler).serveSessionSubscribers, nil},
 	{"GET", wire.PathSubscribers, routeREST, false, scopeAdmin, (*Handler).serveSubscribers, nil},
 	{"DELETE", wire.PatternSession, routeREST, false, scopeAdmin, (*Handler).serveDeleteSession, nil},
+	{"GET", wire.PathStatus, routeREST, false, scopeRead, (*Handler).serveStatus, nil},
 	{"POST", wire.PathReload, routeREST, false, scopeAdmin, (*Handler).serveReload, nil},
 	{"GET", wire.PathUpstream, routeREST, false, scopeRead, (*Handler).serveUpstream, nil},
 	{"GET", wire.PathCaps, routeREST, false, scopeNone, (*Handler).serveCaps, nil},

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/bus/hub"
@@ -14,9 +16,10 @@ import (
 func sessionInfo(s *hub.Session) wire.SessionInfo {
 	st := s.Bus.Stats()
 	info := wire.SessionInfo{
-		ID: s.ID, Epoch: st.Epoch, LastID: st.LastID, Subscribers: st.Subscribers,
+		ID: s.ID, Epoch: st.Epoch, LastID: st.LastID, Subscribers: st.Subscribers, Consumers: s.Consumers().Len(),
 		Ring: wire.RingInfo{Count: st.RingLen, Bytes: st.RingBytes, MaxCount: st.Limits.RingSize, MaxBytes: st.Limits.RingMaxBytes},
 	}
+	info.PublishRate, info.DeliverRate = s.Rates()
 	if st.EarliestID != 0 {
 		e := st.EarliestID
 		info.EarliestID = &e
@@ -65,12 +68,50 @@ func (h *Handler) serveCreateSession(w http.ResponseWriter, r *http.Request, c C
 	writeJSON(w, http.StatusCreated, sessionInfo(s))
 }
 
+// serveListSessions is one page of the sessions, in id order (SPEC §6):
+// ?limit= (1 to 10,000, default 1000) after ?after= (an id, which need not
+// exist), with next when more follow.
 func (h *Handler) serveListSessions(w http.ResponseWriter, r *http.Request, c Caller) {
-	list := wire.SessionList{Sessions: []wire.SessionInfo{}}
-	for _, s := range h.options().Hub.Sessions() {
+	after, limit, err := parsePage(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	page, more := h.options().Hub.Page(after, limit)
+	list := wire.SessionList{Sessions: make([]wire.SessionInfo, 0, len(page))}
+	for _, s := range page {
 		list.Sessions = append(list.Sessions, sessionInfo(s))
 	}
+	if more && len(page) > 0 {
+		list.Next = page[len(page)-1].ID
+	}
 	writeJSON(w, http.StatusOK, list)
+}
+
+// parsePage reads ?after= and ?limit=, each at most once.
+func parsePage(r *http.Request) (after string, limit int, err error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return "", 0, errorf(http.StatusBadRequest, wire.CodeInvalidQuery, "malformed query string")
+	}
+	limit = wire.DefaultPageLimit
+	if vs, ok := q[wire.ParamLimit]; ok {
+		n, err := strconv.Atoi(vs[0])
+		if len(vs) > 1 || err != nil || n < 1 || n > wire.MaxPageLimit || vs[0] != strconv.Itoa(n) {
+			return "", 0, errorf(http.StatusBadRequest, wire.CodeInvalidLimit, "limit must be one decimal number from 1 to %d", wire.MaxPageLimit)
+		}
+		limit = n
+	}
+	if vs, ok := q[wire.ParamAfter]; ok {
+		if len(vs) > 1 {
+			return "", 0, errorf(http.StatusBadRequest, wire.CodeInvalidAfter, "after given more than once")
+		}
+		if err := bus.ValidateSessionID(vs[0]); err != nil {
+			return "", 0, errorf(http.StatusBadRequest, wire.CodeInvalidAfter, "after must be a session id")
+		}
+		after = vs[0]
+	}
+	return after, limit, nil
 }
 
 // lookupSession validates the {id} of the path and finds its session.

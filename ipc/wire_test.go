@@ -13,7 +13,7 @@ func TestWirePathsAreTheRoutesPaths(t *testing.T) {
 	paths := []string{
 		wire.PathEvents, wire.PathEventsWS, wire.PathSessions, wire.PathReload, wire.PathCaps,
 		wire.PathHealthz, wire.PathReadyz, wire.PathMetrics, wire.PathUpstream, wire.PathTickets,
-		wire.PathSubscribers, wire.SessionSubscribersPath("s-1"),
+		wire.PathSubscribers, wire.SessionSubscribersPath("s-1"), wire.PathStatus,
 		wire.SessionPath("s-1"), wire.SessionEventsPath("s-1"), wire.SessionWSPath("s-1"),
 		wire.FamilyEventsPath("build"), wire.FamilyWSPath("build"),
 	}

@@ -110,6 +110,13 @@ type Hub struct {
 	// store and epoch (and then delete them under it).
 	deleting map[string]chan struct{}
 	retired  bus.Stats // counters of deleted sessions, so totals never go down
+	// order caches the sessions sorted by id for Page; nil once the set
+	// changed. orderGen counts the changes, so a sort done outside the
+	// lock is kept only if nothing changed meanwhile.
+	order    []*Session
+	orderGen uint64
+	// rates is the daemon's totals' window (SampleRates).
+	rates rateWindow
 	// autos holds one unit per session a publish created, on the
 	// account of the peer whose publish did (MaxAutoSessions, PeerShare).
 	autos *share.Pool
@@ -236,6 +243,7 @@ func (h *Hub) Close() {
 	h.closed = true
 	sessions := h.sessions
 	h.sessions = map[string]*Session{}
+	h.order, h.orderGen = nil, h.orderGen+1
 	h.mu.Unlock()
 	for _, s := range sessions {
 		s.Bus.Close()

@@ -27,6 +27,7 @@ type Session struct {
 	frames    []*bus.Frame   // guarded by publishMu: scratch for Publish
 	store     bus.Store      // the bus's store when journaled, else nil
 	consumers *ConsumerSet   // fixed
+	rates     rateWindow     // SampleRates's, and the rates it computed
 }
 
 // Consumers returns the session's consumers (SPEC §2.4).
@@ -141,6 +142,7 @@ func (h *Hub) createLocked(id string, ringSize int, how creation, peer share.Pee
 		s.autoAcct = autoAcct
 	}
 	h.sessions[id] = s
+	h.order, h.orderGen = nil, h.orderGen+1
 	return s, nil
 }
 
@@ -235,6 +237,7 @@ func (h *Hub) Delete(id string) error {
 func (h *Hub) unlinkLocked(s *Session) chan struct{} {
 	done := make(chan struct{})
 	delete(h.sessions, s.ID)
+	h.order, h.orderGen = nil, h.orderGen+1
 	if s.autoAcct != nil {
 		s.autoAcct.Release(1)
 		s.autoAcct = nil

@@ -153,6 +153,11 @@ func (c *Client) header() http.Header {
 // discards it). A non-2xx answer is an *APIError; a dial failure an
 // *UnreachableError.
 func (c *Client) do(ctx context.Context, method, path string, hdr http.Header, body []byte, out any) error {
+	return c.doQuery(ctx, method, path, nil, hdr, body, out)
+}
+
+// doQuery is do with a query string.
+func (c *Client) doQuery(ctx context.Context, method, path string, query url.Values, hdr http.Header, body []byte, out any) error {
 	if err := c.init(); err != nil {
 		return err
 	}
@@ -160,7 +165,7 @@ func (c *Client) do(ctx context.Context, method, path string, hdr http.Header, b
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.endpoint(path, nil), rd)
+	req, err := http.NewRequestWithContext(ctx, method, c.endpoint(path, query), rd)
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
+	"strconv"
 
 	"github.com/localbus/localbus/ipc/wire"
 )
@@ -31,13 +33,75 @@ func (c *Client) CreateSession(ctx context.Context, id string, ringSize int) (Se
 	return s, err
 }
 
-// Sessions lists the daemon's sessions.
+// Sessions lists every session of the daemon, in id order, following the
+// pages of GET /api/v1/sessions to the end.
 func (c *Client) Sessions(ctx context.Context) ([]SessionInfo, error) {
+	var all []SessionInfo
+	after := ""
+	for {
+		page, next, err := c.SessionsPage(ctx, after, 0)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+		if next == "" || next <= after {
+			return all, nil
+		}
+		after = next
+	}
+}
+
+// SessionsPage lists at most limit sessions (0: the daemon's default,
+// 1000) in id order after the id after ("" from the first); next is the
+// after of the following page, "" on the last.
+func (c *Client) SessionsPage(ctx context.Context, after string, limit int) (page []SessionInfo, next string, err error) {
+	q := url.Values{}
+	if after != "" {
+		q.Set(wire.ParamAfter, after)
+	}
+	if limit > 0 {
+		q.Set(wire.ParamLimit, strconv.Itoa(limit))
+	}
 	var l wire.SessionList
-	if err := c.do(ctx, http.MethodGet, wire.PathSessions, nil, nil, &l); err != nil {
+	if err := c.doQuery(ctx, http.MethodGet, wire.PathSessions, q, nil, nil, &l); err != nil {
+		return nil, "", err
+	}
+	return l.Sessions, l.Next, nil
+}
+
+// Status is the daemon at a glance (GET /api/v1/status).
+type Status = wire.Status
+
+// Subscriber is one live stream, as GET …/subscribers lists it.
+type Subscriber = wire.Subscriber
+
+// Status returns the daemon at a glance: version, start time, sessions,
+// streams, consumers and rates; memory, journal and upstream figures for
+// an admin caller.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var st Status
+	err := c.do(ctx, http.MethodGet, wire.PathStatus, nil, nil, &st)
+	return st, err
+}
+
+// Subscribers lists the live streams of session id, oldest first. A
+// caller that is not admin sees Peer only for its own streams.
+func (c *Client) Subscribers(ctx context.Context, id string) ([]Subscriber, error) {
+	var l wire.SubscriberList
+	if err := c.do(ctx, http.MethodGet, wire.SessionSubscribersPath(id), nil, nil, &l); err != nil {
 		return nil, err
 	}
-	return l.Sessions, nil
+	return l.Subscribers, nil
+}
+
+// AllSubscribers lists every live stream of every bus, each with its Bus.
+// It needs the admin scope.
+func (c *Client) AllSubscribers(ctx context.Context) ([]Subscriber, error) {
+	var l wire.SubscriberList
+	if err := c.do(ctx, http.MethodGet, wire.PathSubscribers, nil, nil, &l); err != nil {
+		return nil, err
+	}
+	return l.Subscribers, nil
 }
 
 // Session describes the session named id; an unknown one is an *APIError

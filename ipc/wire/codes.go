@@ -8,6 +8,8 @@ const (
 	// refuses. The invalid_* codes name what was wrong.
 	CodeInvalidType       = "invalid_type"
 	CodeInvalidSession    = "invalid_session"
+	CodeInvalidLimit      = "invalid_limit" // ?limit= of a session listing outside 1 to MaxPageLimit
+	CodeInvalidAfter      = "invalid_after" // ?after= of a session listing that is no session id
 	CodeInvalidSince      = "invalid_since"
 	CodeInvalidSinceTime  = "invalid_sinceTime"
 	CodeInvalidMaxQueued  = "invalid_maxQueued"

@@ -69,8 +69,14 @@ type SessionInfo struct {
 	LastID     uint64  `json:"lastId"`
 	EarliestID *uint64 `json:"earliestId"`
 	// Subscribers is the number of streams reading the session now.
-	Subscribers int      `json:"subscribers"`
-	Ring        RingInfo `json:"ring"`
+	Subscribers int `json:"subscribers"`
+	// Consumers is the number of the session's consumers (SPEC §2.4).
+	Consumers int      `json:"consumers"`
+	Ring      RingInfo `json:"ring"`
+	// PublishRate and DeliverRate are events/s over the last 10 s:
+	// published to the session, and delivered to its streams' queues.
+	PublishRate float64 `json:"publishRate"`
+	DeliverRate float64 `json:"deliverRate"`
 	// Durability is present when the session is journaled.
 	Durability *DurabilityInfo `json:"durability,omitempty"`
 }
@@ -94,6 +100,9 @@ type RingInfo struct {
 // SessionList is the body of GET /api/v1/sessions.
 type SessionList struct {
 	Sessions []SessionInfo `json:"sessions"`
+	// Next is the page's last id when more sessions follow: pass it as
+	// ?after= for the next page. Empty on the last page.
+	Next string `json:"next,omitempty"`
 }
 
 // Caps is the body of GET /api/v1/caps: what the daemon speaks.
