@@ -239,13 +239,13 @@ func newAuth(cfg Config) (*ipc.Auth, error) {
 // handlerOptions are the router's Options at start.
 func (d *Daemon) handlerOptions(cfg Config, auth *ipc.Auth) ipc.Options {
 	o := ipc.Options{
-		Hub:        d.hub,
+		Hub:         d.hub,
 		Reload:      d.reloadRequest,
 		AdminStatus: d.adminStatus,
 		Version:     d.opts.Version,
-		Logger:     d.log,
-		Registry:   d.metrics.reg,
-		Durability: d.durability, Fsync: d.fsync,
+		Logger:      d.log,
+		Registry:    d.metrics.reg,
+		Durability:  d.durability, Fsync: d.fsync,
 		Settings: d.handlerSettings(cfg, auth),
 	}
 	if br := d.upstream; br != nil {
