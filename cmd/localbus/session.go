@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -113,15 +114,22 @@ func sessionShowCommand() *cli.Command {
 				return err
 			}
 			var s client.SessionInfo
+			var subs []client.Subscriber
 			err := callDaemon(c, func(ctx context.Context, cl *client.Client) (err error) {
-				s, err = cl.Session(ctx, c.Args().First())
+				if s, err = cl.Session(ctx, c.Args().First()); err != nil {
+					return err
+				}
+				subs, err = cl.Subscribers(ctx, s.ID)
 				return err
 			})
 			if err != nil {
 				return err
 			}
 			if c.Bool("json") {
-				return printJSON(c.App.Writer, s)
+				return printJSON(c.App.Writer, struct {
+					client.SessionInfo
+					Streams []client.Subscriber `json:"streams"`
+				}{s, subs})
 			}
 			w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 			fmt.Fprintf(w, "session\t%s\n", s.ID)
@@ -130,8 +138,17 @@ func sessionShowCommand() *cli.Command {
 			fmt.Fprintf(w, "earliest id\t%s\n", optID(s.EarliestID))
 			fmt.Fprintf(w, "ring\t%d of %d events, %s of %s\n", s.Ring.Count, s.Ring.MaxCount, bytesText(s.Ring.Bytes), bytesText(s.Ring.MaxBytes))
 			fmt.Fprintf(w, "subscribers\t%d\n", s.Subscribers)
+			fmt.Fprintf(w, "consumers\t%d\n", s.Consumers)
+			fmt.Fprintf(w, "events/s\t%s in, %s out (last 10 s)\n", rateText(s.PublishRate), rateText(s.DeliverRate))
 			fmt.Fprintf(w, "durability\t%s\n", durabilityText(s.Durability))
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			if len(subs) > 0 {
+				fmt.Fprintln(c.App.Writer)
+				subscriberTable(c.App.Writer, subs, false, time.Now())
+			}
+			return nil
 		},
 	})
 	cmd.BashComplete = completeWithSessions(cmd, true)
@@ -167,9 +184,10 @@ func sessionDeleteCommand() *cli.Command {
 // sessionTable prints sessions as a table.
 func sessionTable(out io.Writer, list []client.SessionInfo) {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "SESSION\tLAST ID\tEARLIEST\tEVENTS\tBYTES\tSUBSCRIBERS\tEPOCH")
+	fmt.Fprintln(w, "SESSION\tLAST ID\tEARLIEST\tEVENTS\tBYTES\tSUBSCRIBERS\tCONSUMERS\tIN/S\tOUT/S\tEPOCH")
 	for _, s := range list {
-		fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d\t%d\t%s\n", s.ID, s.LastID, optID(s.EarliestID), s.Ring.Count, s.Ring.Bytes, s.Subscribers, s.Epoch)
+		fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", s.ID, s.LastID, optID(s.EarliestID), s.Ring.Count, s.Ring.Bytes,
+			s.Subscribers, s.Consumers, rateText(s.PublishRate), rateText(s.DeliverRate), s.Epoch)
 	}
 	w.Flush()
 }

@@ -2,24 +2,28 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/localbus/localbus/ipc/client"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 func statusCommand() *cli.Command {
 	return clientCommand(&cli.Command{
 		Name:  "status",
-		Usage: "show the daemon's version, limits, sessions and subscribers",
-		Description: "Asks the daemon what it speaks (version, features, limits) and lists its sessions\n" +
-			"with their subscribers. Exits 2 when the daemon cannot be reached, so scripts can\n" +
-			"use it as a health check.",
-		Flags: []cli.Flag{jsonFlag(`print {"address", "caps", "sessions", "upstream"} as JSON`)},
+		Usage: "show the daemon's version, uptime, limits, sessions and who listens",
+		Description: "Asks the daemon what it speaks (version, features, limits), how long it has run and\n" +
+			"its rates, and lists its sessions and their streams with the processes that opened\n" +
+			"them (a caller that is not admin sees only its own streams' processes). Exits 2 when\n" +
+			"the daemon cannot be reached, so scripts can use it as a health check.",
+		Flags: []cli.Flag{jsonFlag(`print {"address", "status", "caps", "sessions", "streams", "upstream"} as JSON`)},
 		Action: func(c *cli.Context) error {
 			if err := checkArgs(c, 0, 0, "no arguments"); err != nil {
 				return err
@@ -28,12 +32,20 @@ func statusCommand() *cli.Command {
 			var caps client.Caps
 			var sessions []client.SessionInfo
 			var up *client.UpstreamStatus
+			var status client.Status
+			var streams []client.Subscriber
 			err := callDaemon(c, func(ctx context.Context, cl *client.Client) (err error) {
 				addr = cl.Addr()
 				if caps, err = cl.Caps(ctx); err != nil {
 					return err
 				}
+				if status, err = cl.Status(ctx); err != nil {
+					return err
+				}
 				if sessions, err = cl.Sessions(ctx); err != nil {
+					return err
+				}
+				if streams, err = statusStreams(ctx, cl, sessions); err != nil {
 					return err
 				}
 				st, ok, err := cl.Upstream(ctx)
@@ -46,13 +58,17 @@ func statusCommand() *cli.Command {
 				return err
 			}
 			if c.Bool("json") {
-				out := map[string]any{"address": addr, "caps": caps, "sessions": sessions}
+				out := map[string]any{"address": addr, "status": status, "caps": caps, "sessions": sessions, "streams": streams}
 				if up != nil {
 					out["upstream"] = up
 				}
 				return printJSON(c.App.Writer, out)
 			}
-			printStatus(c.App.Writer, addr, caps, sessions)
+			printStatus(c.App.Writer, addr, status, caps, sessions)
+			if len(streams) > 0 {
+				fmt.Fprintln(c.App.Writer)
+				subscriberTable(c.App.Writer, streams, true, time.Now())
+			}
 			if up != nil {
 				printUpstream(c.App.Writer, up)
 			}
@@ -61,14 +77,53 @@ func statusCommand() *cli.Command {
 	})
 }
 
+// statusSessionStreams bounds the sessions whose streams status asks for
+// one by one, for a caller that may not list every stream at once.
+const statusSessionStreams = 100
+
+// statusStreams lists the streams of every bus for an admin caller; for
+// another, those of the sessions with subscribers (at most
+// statusSessionStreams of them), each marked with its session.
+func statusStreams(ctx context.Context, cl *client.Client, sessions []client.SessionInfo) ([]client.Subscriber, error) {
+	all, err := cl.AllSubscribers(ctx)
+	if !errors.Is(err, client.ErrForbidden) {
+		return all, err
+	}
+	asked := 0
+	for _, s := range sessions {
+		if s.Subscribers == 0 || asked == statusSessionStreams {
+			continue
+		}
+		asked++
+		subs, err := cl.Subscribers(ctx, s.ID)
+		if errors.Is(err, client.ErrNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		for i := range subs {
+			subs[i].Bus = &wire.SubscriberBus{Session: s.ID}
+		}
+		all = append(all, subs...)
+	}
+	return all, nil
+}
+
 // printStatus writes the status of the daemon at addr for people.
-func printStatus(w io.Writer, addr string, caps client.Caps, sessions []client.SessionInfo) {
+func printStatus(w io.Writer, addr string, st client.Status, caps client.Caps, sessions []client.SessionInfo) {
 	l := caps.Limits
 	subscribers := 0
 	for _, s := range sessions {
 		subscribers += s.Subscribers
 	}
 	fmt.Fprintf(w, "localbus %s (schema %d) at %s\n", caps.Version, caps.SchemaVersion, addr)
+	fmt.Fprintf(w, "up %s, since %s\n", durationText(time.Since(st.StartedAt)), st.StartedAt.Local().Format(time.DateTime))
+	fmt.Fprintf(w, "%s, %s, %s; events/s %s in, %s out (last 10 s)\n", plural(st.Sessions, "session"), plural(st.Streams, "stream"),
+		plural(st.Consumers, "consumer"), rateText(st.PublishRate), rateText(st.DeliverRate))
+	if st.RSSBytes != nil {
+		fmt.Fprintf(w, "memory: %s resident\n", bytesText(*st.RSSBytes))
+	}
 	fmt.Fprintf(w, "features: %s\n", strings.Join(caps.Features, ", "))
 	fmt.Fprintf(w, "limits: ring %d events / %s per bus, queue %d events / %s per reader, %d readers per bus, %d sessions, %s per event\n",
 		l.RingSize, bytesText(l.RingMaxBytes), l.MaxQueued, bytesText(l.MaxQueuedBytes), l.MaxSubscribers, l.MaxSessions, bytesText(l.MaxEventBytes))

@@ -75,6 +75,9 @@ type Status = wire.Status
 // Subscriber is one live stream, as GET …/subscribers lists it.
 type Subscriber = wire.Subscriber
 
+// SubscriberBus names the bus a Subscriber reads.
+type SubscriberBus = wire.SubscriberBus
+
 // Status returns the daemon at a glance: version, start time, sessions,
 // streams, consumers and rates; memory, journal and upstream figures for
 // an admin caller.

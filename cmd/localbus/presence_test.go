@@ -1,0 +1,49 @@
+package main
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/localbus/localbus/daemon/daemontest"
+)
+
+func TestSessionShowAndStatusNameTheProcessesThatListen(t *testing.T) {
+	t.Parallel()
+	d := daemontest.Start(t, daemontest.Options{})
+	c := apiClient(t, d)
+	publishData(t, c, "s", "t:n", 1, 2)
+	startBin(t, "events", "--socket", d.Socket, "--session", "s", "--types", "t:n")
+	waitSubscribers(t, c, "s", 1)
+
+	r := runBin(t, "", "session", "show", "s", "--socket", d.Socket)
+	if r.code != 0 {
+		t.Fatalf("session show: exit %d, stderr %q", r.code, r.stderr)
+	}
+	// The stream's row: its id, transport, the follower's process name and
+	// pid, and the filter, under aligned headers.
+	row := regexp.MustCompile(`(?m)^st-\d+ +sse +localbus +\d+ +\d+ +\d+s +\d+ +\d+ +0 +no +- +t:n$`)
+	if !strings.Contains(r.stdout, "STREAM  TRANSPORT  PROCESS") || !row.MatchString(r.stdout) || !strings.Contains(r.stdout, "consumers") {
+		t.Errorf("session show: stdout %q lacks the stream's row", r.stdout)
+	}
+	lines := strings.Split(r.stdout, "\n")
+	var head, line string
+	for i, l := range lines {
+		if strings.HasPrefix(l, "STREAM") && i+1 < len(lines) {
+			head, line = l, lines[i+1]
+		}
+	}
+	if strings.Index(head, "PROCESS") != strings.Index(line, "localbus") {
+		t.Errorf("columns not aligned:\n%s\n%s", head, line)
+	}
+
+	r = runBin(t, "", "status", "--socket", d.Socket)
+	for _, want := range []string{"\nup ", "1 session, 1 stream, 0 consumers; events/s", "memory: ", "BUS  STREAM", "IN/S"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status: stdout %q lacks %q", r.stdout, want)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^s +st-\d+ +sse +localbus `).MatchString(r.stdout) {
+		t.Errorf("status: stdout %q lacks the stream of session s with its process", r.stdout)
+	}
+}
