@@ -33,6 +33,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			publishCommand(),
 			sessionCommand(),
 			statusCommand(),
+			topCommand(),
 			reloadCommand(),
 			keysCommand(),
 			systemdCommand(),

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/term"
+	"github.com/urfave/cli/v2"
+
+	"github.com/localbus/localbus/ipc/client"
+)
+
+// The top command is built on Bubble Tea, with Lip Gloss for its styles:
+// its model's View is a plain function of the last snapshot, so the frame
+// --once prints is the frame the terminal shows, drawn by the same code
+// (topview.go); the library owns the terminal (raw mode, the alternate
+// screen, resizes, keys), and the command never writes escape codes.
+
+func topCommand() *cli.Command {
+	return clientCommand(&cli.Command{
+		Name:  "top",
+		Usage: "a live view of the daemon: rates, sessions and slow streams",
+		Description: "Shows the daemon at a glance (version, uptime, sessions, streams, events/s in and\n" +
+			"out, memory and journal for admin), the sessions sorted by events/s, and the slow\n" +
+			"or lagging streams with the process that opened them, refreshed every --interval.\n" +
+			"Keys: q quits, s changes the sort, up and down select a session, Enter shows its\n" +
+			"streams, Esc goes back. When stdout is not a terminal, or with --once, it prints one\n" +
+			"plain frame and exits. A caller that is not admin sees its own streams' processes.",
+		Flags: []cli.Flag{
+			&cli.DurationFlag{Name: "interval", Value: time.Second, Usage: "refresh every `D`"},
+			&cli.BoolFlag{Name: "once", Usage: "print one plain frame and exit"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := checkArgs(c, 0, 0, "no arguments"); err != nil {
+				return err
+			}
+			if c.Duration("interval") < 100*time.Millisecond {
+				return usagef(c, "--interval must be at least 100ms")
+			}
+			// The first snapshot is taken like any command's call, so an
+			// unreachable daemon or a refusal exits with its code.
+			var snap topSnapshot
+			err := callDaemon(c, func(ctx context.Context, cl *client.Client) (err error) {
+				snap, err = fetchTop(ctx, cl, "")
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			f, isFile := c.App.Writer.(*os.File)
+			if c.Bool("once") || !isFile || !term.IsTerminal(f.Fd()) {
+				v := topView{width: 120}
+				_, err = fmt.Fprint(c.App.Writer, v.render(snap, topSortRate, "", false))
+				return err
+			}
+			cl := newClient(c)
+			defer cl.CloseIdleConnections()
+			m := newTopModel(c.Context, cl, c.Duration("interval"))
+			m.snap = snap
+			m.keepSelection()
+			p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(c.Context), tea.WithOutput(f))
+			if _, err := p.Run(); err != nil && c.Context.Err() == nil {
+				return err
+			}
+			return nil
+		},
+	})
+}
+
+// topModel is the live view's state: the last snapshot, the sort, the
+// selection and whether a session is drilled into.
+type topModel struct {
+	ctx      context.Context
+	cl       *client.Client
+	interval time.Duration
+	snap     topSnapshot
+	err      error // the last refresh's, shown above the header
+	sort     topSort
+	selected string // the selected session's id
+	drill    bool   // showing the selected session's streams
+	view     topView
+}
+
+type topTick struct{}
+
+type topFetched struct {
+	snap topSnapshot
+	err  error
+}
+
+func newTopModel(ctx context.Context, cl *client.Client, interval time.Duration) *topModel {
+	return &topModel{ctx: ctx, cl: cl, interval: interval, view: topView{width: 80, height: 24, styled: true}}
+}
+
+func (m *topModel) Init() tea.Cmd { return m.fetch() }
+
+// fetch asks the daemon for a snapshot, bounded by the interval (at least
+// a few seconds, for a busy daemon).
+func (m *topModel) fetch() tea.Cmd {
+	drill := ""
+	if m.drill {
+		drill = m.selected
+	}
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(m.ctx, max(5*time.Second, 2*m.interval))
+		defer cancel()
+		snap, err := fetchTop(ctx, m.cl, drill)
+		return topFetched{snap, err}
+	}
+}
+
+func (m *topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.view.width, m.view.height = msg.Width, msg.Height
+	case topFetched:
+		m.err = msg.err
+		if msg.err == nil {
+			m.snap = msg.snap
+			m.keepSelection()
+		}
+		return m, tea.Tick(m.interval, func(time.Time) tea.Msg { return topTick{} })
+	case topTick:
+		return m, m.fetch()
+	case tea.KeyMsg:
+		switch msg.String() {
+		case "q", "ctrl+c":
+			return m, tea.Quit
+		case "s":
+			m.sort = (m.sort + 1) % topSortCount
+		case "up", "k":
+			m.move(-1)
+		case "down", "j":
+			m.move(1)
+		case "enter":
+			if m.selected != "" {
+				m.drill = true
+				return m, m.fetch()
+			}
+		case "esc", "backspace":
+			m.drill = false
+		}
+	}
+	return m, nil
+}
+
+// keepSelection selects the first session when the selected one is gone.
+func (m *topModel) keepSelection() {
+	rows := m.snap.sorted(m.sort)
+	for _, s := range rows {
+		if s.ID == m.selected {
+			return
+		}
+	}
+	m.selected = ""
+	if len(rows) > 0 {
+		m.selected = rows[0].ID
+	}
+}
+
+// move moves the selection by d rows in the current order.
+func (m *topModel) move(d int) {
+	rows := m.snap.sorted(m.sort)
+	if len(rows) == 0 {
+		return
+	}
+	i := 0
+	for j, s := range rows {
+		if s.ID == m.selected {
+			i = j
+		}
+	}
+	i = min(max(i+d, 0), len(rows)-1)
+	m.selected = rows[i].ID
+}
+
+func (m *topModel) View() string {
+	out := m.view.render(m.snap, m.sort, m.selected, m.drill)
+	if m.err != nil {
+		out = m.view.errLine(m.err) + out
+	}
+	return out
+}

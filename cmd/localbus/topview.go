@@ -1,0 +1,297 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/localbus/localbus/ipc/client"
+)
+
+// topSnapshot is what one refresh of top fetched.
+type topSnapshot struct {
+	at       time.Time
+	addr     string
+	status   client.Status
+	sessions []client.SessionInfo
+	// streams are every stream for an admin caller; for another, its own
+	// streams (those whose peer it may see) of the busiest sessions.
+	streams []client.Subscriber
+	admin   bool
+	// drill are the streams of the session drilled into.
+	drill []client.Subscriber
+}
+
+// topStreamSessions bounds the sessions whose streams a caller that is
+// not admin asks for, one request each.
+const topStreamSessions = 20
+
+// fetchTop takes a snapshot; drill names a session whose streams to list
+// too ("" for none).
+func fetchTop(ctx context.Context, cl *client.Client, drill string) (topSnapshot, error) {
+	snap := topSnapshot{at: time.Now(), addr: cl.Addr()}
+	var err error
+	if snap.status, err = cl.Status(ctx); err != nil {
+		return snap, err
+	}
+	if snap.sessions, err = cl.Sessions(ctx); err != nil {
+		return snap, err
+	}
+	snap.streams, err = cl.AllSubscribers(ctx)
+	snap.admin = err == nil
+	if errors.Is(err, client.ErrForbidden) {
+		snap.streams, err = nil, nil
+		busy := slices.Clone(snap.sessions)
+		slices.SortFunc(busy, func(a, b client.SessionInfo) int { return cmp.Compare(b.PublishRate, a.PublishRate) })
+		for i, s := range busy {
+			if i == topStreamSessions {
+				break
+			}
+			if s.Subscribers == 0 {
+				continue
+			}
+			subs, err := cl.Subscribers(ctx, s.ID)
+			if errors.Is(err, client.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return snap, err
+			}
+			for _, sub := range subs {
+				if sub.Peer != nil {
+					sub.Bus = &client.SubscriberBus{Session: s.ID}
+					snap.streams = append(snap.streams, sub)
+				}
+			}
+		}
+	}
+	if err != nil {
+		return snap, err
+	}
+	if drill != "" {
+		if snap.drill, err = cl.Subscribers(ctx, drill); errors.Is(err, client.ErrNotFound) {
+			err = nil
+		}
+	}
+	return snap, err
+}
+
+// topSort is the order of the sessions table.
+type topSort int
+
+const (
+	topSortRate        topSort = iota // events/s in, then out
+	topSortDeliver                    // events/s out
+	topSortSubscribers                // streams
+	topSortID                         // id
+	topSortCount
+)
+
+func (s topSort) String() string {
+	return [...]string{"events/s in", "events/s out", "subscribers", "id"}[s]
+}
+
+// sorted returns the sessions in order s.
+func (snap topSnapshot) sorted(s topSort) []client.SessionInfo {
+	rows := slices.Clone(snap.sessions)
+	slices.SortStableFunc(rows, func(a, b client.SessionInfo) int {
+		switch s {
+		case topSortRate:
+			return cmp.Or(cmp.Compare(b.PublishRate, a.PublishRate), cmp.Compare(b.DeliverRate, a.DeliverRate), cmp.Compare(a.ID, b.ID))
+		case topSortDeliver:
+			return cmp.Or(cmp.Compare(b.DeliverRate, a.DeliverRate), cmp.Compare(a.ID, b.ID))
+		case topSortSubscribers:
+			return cmp.Or(cmp.Compare(b.Subscribers, a.Subscribers), cmp.Compare(a.ID, b.ID))
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	return rows
+}
+
+// lags returns the slowest lag (frames queued) of each session's streams.
+func (snap topSnapshot) lags() map[string]int {
+	m := map[string]int{}
+	for _, s := range snap.streams {
+		if s.Bus != nil && s.Bus.Session != "" {
+			m[s.Bus.Session] = max(m[s.Bus.Session], s.Queued)
+		}
+	}
+	return m
+}
+
+// topView draws a snapshot in a width × height terminal (height 0: no
+// bound, for --once); styled draws the header bold and the selection in
+// reverse video, with Lip Gloss.
+type topView struct {
+	width, height int
+	styled        bool
+}
+
+var (
+	topBold     = lipgloss.NewStyle().Bold(true)
+	topSelected = lipgloss.NewStyle().Reverse(true)
+	topWarn     = lipgloss.NewStyle().Foreground(lipgloss.Color("3"))
+)
+
+func (v topView) errLine(err error) string {
+	return v.fit(v.style(topWarn, "refresh failed: "+err.Error())) + "\n"
+}
+
+func (v topView) style(s lipgloss.Style, text string) string {
+	if !v.styled {
+		return text
+	}
+	return s.Render(text)
+}
+
+// fit cuts a line to the terminal's width.
+func (v topView) fit(line string) string {
+	if v.width <= 0 {
+		return line
+	}
+	return ansi.Truncate(line, v.width, "")
+}
+
+// table renders rows of tab-separated cells in aligned columns.
+func table(rows []string) []string {
+	var b bytes.Buffer
+	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintln(w, r)
+	}
+	w.Flush()
+	return strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+}
+
+// render draws the frame: the header, then the sessions (or, drilled in,
+// the selected session's streams), then the slow and lagging streams.
+func (v topView) render(snap topSnapshot, sort topSort, selected string, drill bool) string {
+	st := snap.status
+	var out []string
+	add := func(line string) { out = append(out, v.fit(line)) }
+	add(v.style(topBold, fmt.Sprintf("localbus %s at %s, up %s", st.Version, snap.addr, durationText(snap.at.Sub(st.StartedAt)))))
+	head := fmt.Sprintf("%s, %s, %s; events/s %s in, %s out", plural(st.Sessions, "session"), plural(st.Streams, "stream"),
+		plural(st.Consumers, "consumer"), rateText(st.PublishRate), rateText(st.DeliverRate))
+	if st.RSSBytes != nil {
+		head += "; RSS " + bytesText(*st.RSSBytes)
+	}
+	if st.JournalBytes != nil {
+		head += "; journal " + bytesText(*st.JournalBytes)
+	}
+	if st.Upstream != nil {
+		head += fmt.Sprintf("; upstream lag %d", st.Upstream.Lag)
+	}
+	add(head)
+	add("")
+
+	slow := v.slowRows(snap)
+	budget := -1 // rows left for the middle table; -1 without a bound
+	if v.height > 0 {
+		budget = max(v.height-len(out)-3-min(len(slow), 6), 3)
+	}
+	if drill {
+		add(v.style(topBold, fmt.Sprintf("streams of session %s (Esc: back)", selected)))
+		rows := []string{"STREAM\tTRANSPORT\tPROCESS\tPID\tUID\tOPEN\tDELIVERED\tLAST ID\tQUEUED\tSLOW\tTYPES"}
+		for _, s := range snap.drill {
+			process, pid, uid := peerColumns(s)
+			types := "*"
+			if s.Types != nil {
+				types = strings.Join(s.Types, ",")
+			}
+			rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s", s.ID, s.Transport, process, pid, uid,
+				durationText(snap.at.Sub(s.Since)), s.Delivered, s.LastDeliveredID, s.Queued, yesNo(s.Slow), types))
+		}
+		for i, line := range table(rows) {
+			if budget >= 0 && i > budget {
+				add(fmt.Sprintf("… %d more", len(rows)-i))
+				break
+			}
+			add(line)
+		}
+	} else {
+		lags := snap.lags()
+		sessions := snap.sorted(sort)
+		rows := []string{"SESSION\tLAST ID\tIN/S\tOUT/S\tSUBS\tCONSUMERS\tLAG\tRING"}
+		for _, s := range sessions {
+			fill := 0.0
+			if s.Ring.MaxCount > 0 {
+				fill = 100 * float64(s.Ring.Count) / float64(s.Ring.MaxCount)
+			}
+			lag := "-"
+			if n, ok := lags[s.ID]; ok {
+				lag = fmt.Sprint(n)
+			}
+			rows = append(rows, fmt.Sprintf("%s\t%d\t%s\t%s\t%d\t%d\t%s\t%.0f%%", s.ID, s.LastID, rateText(s.PublishRate),
+				rateText(s.DeliverRate), s.Subscribers, s.Consumers, lag, fill))
+		}
+		lines := table(rows)
+		add(v.style(topBold, fmt.Sprintf("sessions by %s (s: sort, Enter: streams, q: quit)", sort)))
+		// Keep the selection in sight: start the window so it shows.
+		first := 1
+		sel := slices.IndexFunc(sessions, func(s client.SessionInfo) bool { return s.ID == selected }) + 1
+		if budget > 0 && sel > budget {
+			first = sel - budget + 1
+		}
+		add(lines[0])
+		for i := first; i < len(lines); i++ {
+			if budget >= 0 && i-first >= budget {
+				add(fmt.Sprintf("… %d more", len(lines)-i))
+				break
+			}
+			line := lines[i]
+			if i == sel && v.styled {
+				line = v.style(topSelected, line)
+			}
+			add(line)
+		}
+	}
+	add("")
+	title := "slow or lagging streams"
+	if !snap.admin {
+		title += " (your own; admin sees every stream)"
+	}
+	add(v.style(topBold, title))
+	if len(slow) == 1 {
+		add("none")
+	}
+	for i, line := range table(slow) {
+		if len(slow) == 1 {
+			break
+		}
+		if v.height > 0 && len(out) >= v.height-1 {
+			add(fmt.Sprintf("… %d more", len(slow)-i))
+			break
+		}
+		add(line)
+	}
+	return strings.Join(out, "\n") + "\n"
+}
+
+// slowRows are the table of the streams that are slow or have frames
+// queued, the most behind first, with their processes; the first row is
+// the header.
+func (v topView) slowRows(snap topSnapshot) []string {
+	var lagging []client.Subscriber
+	for _, s := range snap.streams {
+		if s.Slow || s.Queued > 0 {
+			lagging = append(lagging, s)
+		}
+	}
+	slices.SortStableFunc(lagging, func(a, b client.Subscriber) int { return cmp.Compare(b.Queued, a.Queued) })
+	rows := []string{"BUS\tSTREAM\tPROCESS\tPID\tQUEUED\tBYTES\tSLOW\tLAST ID"}
+	for _, s := range lagging {
+		process, pid, _ := peerColumns(s)
+		rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d", busText(s), s.ID, process, pid, s.Queued,
+			bytesText(s.QueuedBytes), yesNo(s.Slow), s.LastDeliveredID))
+	}
+	return rows
+}
