@@ -196,7 +196,10 @@ func (v topView) render(snap topSnapshot, sort topSort, selected string, drill b
 	slow := v.slowRows(snap)
 	budget := -1 // rows left for the middle table; -1 without a bound
 	if v.height > 0 {
-		budget = max(v.height-len(out)-3-min(len(slow), 6), 3)
+		// Below the rows: "… N more", a blank line, the slow streams'
+		// title and at most 6 of their lines; above them a title and the
+		// table's header; one line spare for a refresh error.
+		budget = max(v.height-len(out)-2-3-max(min(len(slow), 6), 1)-1, 3)
 	}
 	if drill {
 		add(v.style(topBold, fmt.Sprintf("streams of session %s (Esc: back)", selected)))
@@ -220,8 +223,18 @@ func (v topView) render(snap topSnapshot, sort topSort, selected string, drill b
 	} else {
 		lags := snap.lags()
 		sessions := snap.sorted(sort)
+		// Only the rows that show are formatted: a window that keeps the
+		// selection in sight.
+		first, n := 0, len(sessions)
+		sel := slices.IndexFunc(sessions, func(s client.SessionInfo) bool { return s.ID == selected })
+		if budget >= 0 && n > budget {
+			n = budget
+			if sel >= budget {
+				first = sel - budget + 1
+			}
+		}
 		rows := []string{"SESSION\tLAST ID\tIN/S\tOUT/S\tSUBS\tCONSUMERS\tLAG\tRING"}
-		for _, s := range sessions {
+		for _, s := range sessions[first : first+n] {
 			fill := 0.0
 			if s.Ring.MaxCount > 0 {
 				fill = 100 * float64(s.Ring.Count) / float64(s.Ring.MaxCount)
@@ -233,25 +246,15 @@ func (v topView) render(snap topSnapshot, sort topSort, selected string, drill b
 			rows = append(rows, fmt.Sprintf("%s\t%d\t%s\t%s\t%d\t%d\t%s\t%.0f%%", s.ID, s.LastID, rateText(s.PublishRate),
 				rateText(s.DeliverRate), s.Subscribers, s.Consumers, lag, fill))
 		}
-		lines := table(rows)
 		add(v.style(topBold, fmt.Sprintf("sessions by %s (s: sort, Enter: streams, q: quit)", sort)))
-		// Keep the selection in sight: start the window so it shows.
-		first := 1
-		sel := slices.IndexFunc(sessions, func(s client.SessionInfo) bool { return s.ID == selected }) + 1
-		if budget > 0 && sel > budget {
-			first = sel - budget + 1
-		}
-		add(lines[0])
-		for i := first; i < len(lines); i++ {
-			if budget >= 0 && i-first >= budget {
-				add(fmt.Sprintf("… %d more", len(lines)-i))
-				break
-			}
-			line := lines[i]
-			if i == sel && v.styled {
+		for i, line := range table(rows) {
+			if i > 0 && first+i-1 == sel && v.styled {
 				line = v.style(topSelected, line)
 			}
 			add(line)
+		}
+		if rest := len(sessions) - first - n; rest > 0 || first > 0 {
+			add(fmt.Sprintf("… %d more (%d above)", rest, first))
 		}
 	}
 	add("")
