@@ -20,8 +20,9 @@
 //   - subscription.go: a subscriber's queue and [Subscription.Take].
 //   - ring.go, budget.go: the replay ring and its byte budget.
 //   - stats.go: [Stats].
-//   - frame.go, compact.go, validate.go, filter.go: frames, compaction of
-//     event data, validation and type filters.
+//   - frame.go, reserved.go, compact.go, validate.go, filter.go: frames,
+//     the stream:* frames and their data, compaction of event data,
+//     validation and type filters.
 //
 // # Encoding
 //
