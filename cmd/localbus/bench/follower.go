@@ -69,6 +69,13 @@ func startFollower(ctx context.Context, f *follower) error {
 	case <-f.ready:
 		return nil
 	case <-f.done:
+		// A short stream (untilReplayed) may be over by now, having been
+		// ready: both channels are closed and select picks either.
+		select {
+		case <-f.ready:
+			return nil
+		default:
+		}
 		if f.err == nil {
 			f.err = errors.New("bench: the stream ended before stream:ready")
 		}
