@@ -160,9 +160,13 @@ func TestUpstreamMirrorSurvivesKillingNATSAndEitherDaemon(t *testing.T) {
 			}
 		}
 		for _, p := range f.Problems() {
-			// A killed daemon breaks the connection without stream:closed;
-			// anything else (a gap, an id out of order) is a failure.
-			if !strings.HasPrefix(p, "stream ended without stream:closed") {
+			// A killed daemon breaks the connection without stream:closed,
+			// and so does an eviction: a mirror catching up appends up to
+			// 1,000 events at once, more than a reader's default queue of
+			// 256, and the evicted reader resumes by id with nothing lost
+			// (SPEC §2.2), which the ids above prove. Anything else (a
+			// gap, an id out of order) is a failure.
+			if !strings.HasPrefix(p, "stream ended without stream:closed") && !strings.HasPrefix(p, `unexpected {"v":1,"type":"stream:lagged"`) {
 				t.Errorf("%s: %s", f.Name, p)
 			}
 		}
