@@ -33,7 +33,8 @@ every event once, in order:
 
 --baseline runs fanout or latency through a bare server too (a process of the
 bench's own, whose CPU time is measured as the daemon's), and prints the
-daemon's figures as ratios to it. The bench uses a session of its
+daemon's figures as ratios to it. --jetstream URL runs publish against NATS
+JetStream too (no subscriber on either), with ratios. The bench uses a session of its
 own, created and deleted for the run. Exits 1 when a check fails.`,
 		OnUsageError: onUsageError,
 		Flags: append([]cli.Flag{
@@ -52,6 +53,8 @@ own, created and deleted for the run. Exits 1 when a check fails.`,
 			&cli.IntFlag{Name: "rounds", Value: 1, Usage: "run the scenario this many times, alternating daemon and baseline, and report each one's best round"},
 			&cli.BoolFlag{Name: "baseline", Usage: "also run through a bare server's Unix socket writes and print ratios (fanout, latency)"},
 			&cli.BoolFlag{Name: "baseline-only", Usage: "run the baseline alone, without a daemon"},
+			&cli.StringFlag{Name: "jetstream", Usage: "publish: also run against NATS JetStream at `URL` (nats://127.0.0.1:4222), a synchronous publish per request to a file-storage stream, no subscriber on either, and print ratios"},
+			&cli.IntFlag{Name: "jetstream-pid", Usage: "nats-server's process id, for its CPU figures with --jetstream"},
 			&cli.StringFlag{Name: "session", Usage: "the session `ID` to use (default: a new bench-… session, deleted after)"},
 			&cli.BoolFlag{Name: "keep-session", Usage: "do not delete the sessions the bench created"},
 			&cli.IntFlag{Name: "pid", Usage: "the daemon's process id, for its memory and CPU figures", DefaultText: "the socket's peer"},
@@ -76,6 +79,7 @@ func runBench(c *cli.Context) error {
 		Batch: c.Int("batch"), Window: c.Int("window"), MaxQueued: c.Int("max-queued"),
 		Rate: c.Int("rate"), Duration: c.Duration("duration"), Repeat: c.Int("repeat"),
 		Publishers: c.Int("publishers"), Rounds: c.Int("rounds"), Baseline: c.Bool("baseline"), BaselineOnly: c.Bool("baseline-only"),
+		JetStream: c.String("jetstream"), JetStreamPID: c.Int("jetstream-pid"),
 		Session: c.String("session"), KeepSession: c.Bool("keep-session"), PID: c.Int("pid"),
 		Settle: c.Duration("settle"), Timeout: c.Duration("timeout"),
 	}

@@ -88,6 +88,16 @@ type Config struct {
 	Baseline bool
 	// BaselineOnly runs the baseline alone, without a daemon.
 	BaselineOnly bool
+	// JetStream, a NATS URL (nats://127.0.0.1:4222), also runs the publish
+	// scenario against NATS JetStream there, in alternating rounds, and
+	// reports the daemon's figures as ratios to it: each publisher is a
+	// NATS connection that publishes the same bytes, one message at a
+	// time, waiting for JetStream's acknowledgement, to a file-storage
+	// stream of the bench's own. Neither target has a subscriber then; the
+	// check is that every publish was acknowledged with an id of its own.
+	// JetStreamPID is nats-server's process id, for its CPU figures.
+	JetStream    string
+	JetStreamPID int
 	// Session is the session the bench uses; default bench-RANDOM, created
 	// for the run and deleted after it. Nothing else should publish to it.
 	Session string
@@ -150,6 +160,7 @@ func (c Config) fill() (Config, error) {
 	nonNeg("repeat", c.Repeat)
 	nonNeg("publishers", c.Publishers)
 	nonNeg("pid", c.PID)
+	nonNeg("jetstream-pid", c.JetStreamPID)
 	nonNeg("rounds", c.Rounds)
 	if c.Duration < 0 || c.Timeout < 0 || c.Settle < 0 {
 		errs = append(errs, errors.New("bench: durations must not be negative"))
@@ -200,6 +211,9 @@ func (c Config) fill() (Config, error) {
 		c.Subscribers = 1
 	case ScenarioPublish:
 		c.Subscribers = 1
+		if c.JetStream != "" {
+			c.Subscribers = 0
+		}
 		def(&c.Events, 10000)
 		def(&c.Publishers, 1)
 	default:
@@ -210,6 +224,9 @@ func (c Config) fill() (Config, error) {
 	}
 	if c.Baseline && c.Scenario != ScenarioFanout && c.Scenario != ScenarioLatency {
 		return c, fmt.Errorf("bench: --baseline applies to fanout and latency, not %s", c.Scenario)
+	}
+	if c.JetStream != "" && (c.Scenario != ScenarioPublish || c.Baseline) {
+		return c, fmt.Errorf("bench: --jetstream applies to the publish scenario alone, without --baseline")
 	}
 	if c.Size < 16 {
 		return c, fmt.Errorf("bench: size must be at least 16 bytes, got %d", c.Size)

@@ -39,6 +39,15 @@
 // to publish over a pair of pipes, with one small binary message per
 // publish.
 //
+// # JetStream
+//
+// With Config.JetStream, publish also runs against NATS JetStream, the
+// durable store the daemon is compared with per message: each publisher
+// is a NATS connection that publishes the same bytes one message at a
+// time and waits for the acknowledgement, to a file-storage stream of the
+// bench's own. Neither target has a subscriber then; the check is that
+// every request was acknowledged with an id of its own, with no hole.
+//
 // # Clients
 //
 // The subscribers are minimal raw clients, not the Go client: SSE over

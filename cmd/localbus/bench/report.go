@@ -29,6 +29,11 @@ type Report struct {
 	// daemon's settings, as /api/v1/caps reported them; "" when it did not.
 	Durability string `json:"durability,omitempty"`
 	Fsync      string `json:"fsync,omitempty"`
+	// JetStream is the NATS URL of the JetStream the daemon was compared
+	// with, and JetStreamVersion its server's version; its results are
+	// Baseline's.
+	JetStream        string `json:"jetstream,omitempty"`
+	JetStreamVersion string `json:"jetstreamVersion,omitempty"`
 	// Daemon and Baseline are the results; either may be absent.
 	// With several rounds they are each target's best round, and
 	// DaemonRounds and BaselineRounds hold every round.
@@ -36,10 +41,11 @@ type Report struct {
 	Baseline       *Result   `json:"baseline,omitempty"`
 	DaemonRounds   []*Result `json:"daemonRounds,omitempty"`
 	BaselineRounds []*Result `json:"baselineRounds,omitempty"`
-	// Ratios are the daemon's figures over the baseline's: deliveriesPerSec
-	// (fanout; higher is better), latencyP50 and latencyP99 (latency; lower
-	// is better), serverNsPerDelivery (the server's processor time per
-	// delivery; lower is better).
+	// Ratios are the daemon's figures over the baseline's (or JetStream's):
+	// deliveriesPerSec (fanout; higher is better), latencyP50 and latencyP99
+	// (latency; lower is better), requestsPerSec (publish; higher is
+	// better), serverNsPerDelivery (the server's processor time per
+	// delivery, or per request in publish; lower is better).
 	Ratios map[string]float64 `json:"ratios,omitempty"`
 }
 
@@ -155,12 +161,24 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			ccancel()
 		}()
 	}
-	var b *baseline
-	if c.Baseline {
-		if b, err = newBaseline(ctx); err != nil {
+	// b is what the daemon is compared with: the bare server or JetStream.
+	var b target
+	switch {
+	case c.Baseline:
+		bl, err := newBaseline(ctx)
+		if err != nil {
 			return nil, err
 		}
-		defer b.close(ctx)
+		b = bl
+		defer bl.close(ctx)
+	case c.JetStream != "":
+		js, err := newJetStream(ctx, c.JetStream, c.JetStreamPID)
+		if err != nil {
+			return nil, err
+		}
+		b = js
+		rep.JetStream, rep.JetStreamVersion = c.JetStream, js.version
+		defer js.close(ctx)
 	}
 	for i := range c.Rounds {
 		if c.Rounds > 1 {
@@ -176,7 +194,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		if b != nil {
 			res, err := run(ctx, &env{c: c, t: b, logf: logf})
 			if err != nil {
-				return nil, fmt.Errorf("bench: baseline: %w", err)
+				return nil, fmt.Errorf("bench: %s: %w", b.name(), err)
 			}
 			rep.BaselineRounds = append(rep.BaselineRounds, res)
 		}
@@ -227,6 +245,9 @@ func (r *Report) ratios() {
 		r.Ratios["latencyP50"] = d.Latency.P50 / b.Latency.P50
 		r.Ratios["latencyP99"] = d.Latency.P99 / b.Latency.P99
 	}
+	if d.RequestsPerSec > 0 && b.RequestsPerSec > 0 {
+		r.Ratios["requestsPerSec"] = d.RequestsPerSec / b.RequestsPerSec
+	}
 	if d.CPU != nil && b.CPU != nil && d.CPU.ServerNsPerDelivery > 0 && b.CPU.ServerNsPerDelivery > 0 {
 		r.Ratios["serverNsPerDelivery"] = d.CPU.ServerNsPerDelivery / b.CPU.ServerNsPerDelivery
 	}
@@ -248,7 +269,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 	case ScenarioReplay:
 		fmt.Fprintf(ew, ", %d resumes from 0 on a full ring of %d B events\n", p.Repeat, p.Size)
 	case ScenarioPublish:
-		fmt.Fprintf(ew, ", %d single-event requests of %d B over %s, 1 subscriber\n", p.Events, p.Size, plural(p.Publishers, "publisher connection", "publisher connections"))
+		fmt.Fprintf(ew, ", %d single-event requests of %d B over %s, %s\n", p.Events, p.Size,
+			plural(p.Publishers, "publisher connection", "publisher connections"), plural(p.Subscribers, "subscriber", "subscribers"))
 	}
 	if p.Rounds > 1 {
 		fmt.Fprintf(ew, "best of %d rounds\n", p.Rounds)
@@ -257,6 +279,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(ew, "machine: %d CPUs, %s, %s, %s, load average %s\n", m.CPUs, orDash(m.Model), orDash(m.Kernel), m.GoVersion, orDash(m.LoadAvg))
 	if r.Server != "" {
 		fmt.Fprintf(ew, "daemon:  localbus %s at %s, %s\n", orDash(r.Version), r.Server, r.durabilityText())
+	}
+	if r.JetStream != "" {
+		fmt.Fprintf(ew, "jetstream: nats-server %s at %s, file storage, a synchronous publish per request\n", orDash(r.JetStreamVersion), r.JetStream)
 	}
 	fmt.Fprintln(ew)
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -490,7 +491,7 @@ func publish(ctx context.Context, e *env) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	fs, err := startFollowers(ctx, 1, 1, followerAt(e, path, "", uint64(c.Events), nil, 0, false))
+	fs, err := startFollowers(ctx, c.Subscribers, 1, followerAt(e, path, "", uint64(c.Events), nil, 0, false))
 	if err != nil {
 		return nil, err
 	}
@@ -504,6 +505,7 @@ func publish(ctx context.Context, e *env) (*Result, error) {
 	}
 	e.logf("%s: %d single-event publish requests over %d connections", e.t.name(), c.Events, c.Publishers)
 	rtts := make([][]int64, c.Publishers)
+	acked := make([][]uint64, c.Publishers) // the ids the replies gave
 	errs := make([]error, c.Publishers)
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -515,11 +517,13 @@ func publish(ctx context.Context, e *env) (*Result, error) {
 			defer wg.Done()
 			for next.Add(1) <= int64(c.Events) {
 				t0 := time.Now()
-				if _, err := p.one(ctx, 0); err != nil {
+				id, err := p.one(ctx, 0)
+				if err != nil {
 					errs[i] = err
 					return
 				}
 				rtts[i] = append(rtts[i], int64(time.Since(t0)))
+				acked[i] = append(acked[i], id)
 			}
 		}()
 	}
@@ -536,9 +540,39 @@ func publish(ctx context.Context, e *env) (*Result, error) {
 		all = append(all, r...)
 	}
 	secs := end.Sub(start).Seconds()
+	check := checkAll(fs)
+	if c.Subscribers == 0 {
+		check = checkAcks(acked, uint64(c.Events))
+	}
 	return &Result{
 		Target: e.t.name(), Seconds: secs, RequestsPerSec: float64(c.Events) / secs, Publishers: c.Publishers,
-		PublishedPerSec: float64(c.Events) / secs, Requests: percentiles(all), Check: checkAll(fs),
+		PublishedPerSec: float64(c.Events) / secs, Requests: percentiles(all), Check: check,
 		CPU: cpu.stop(float64(c.Events)),
 	}, nil
+}
+
+// checkAcks is publish's check without a subscriber: every request was
+// acknowledged with an id of its own, n ids with no hole (a reply's id
+// given twice is a duplicate, and a hole an event lost).
+func checkAcks(acked [][]uint64, n uint64) Check {
+	var ids []uint64
+	for _, a := range acked {
+		ids = append(ids, a...)
+	}
+	slices.Sort(ids)
+	c := Check{Expected: n}
+	for i, id := range ids {
+		if i > 0 && id == ids[i-1] {
+			c.Duplicates++
+			continue
+		}
+		c.Received++
+	}
+	if len(ids) > 0 && ids[len(ids)-1]-ids[0]+1 != c.Received {
+		c.Lost = ids[len(ids)-1] - ids[0] + 1 - c.Received
+	}
+	if c.Received < n {
+		c.Lost = max(c.Lost, n-c.Received)
+	}
+	return c
 }
