@@ -65,7 +65,8 @@ const maxPooledBody = 1 << 20
 type body struct {
 	b    []byte
 	acct *share.Account
-	held int64 // bytes on acct
+	held int64   // bytes on acct
+	box  *[]byte // what bodyPool gave, to give b back in
 }
 
 func (b *body) done() {
@@ -74,9 +75,13 @@ func (b *body) done() {
 	}
 	b.held = 0
 	if buf := b.b; buf != nil && cap(buf) <= maxPooledBody {
-		bodyPool.Put(&buf)
+		if b.box == nil {
+			b.box = new([]byte)
+		}
+		*b.box = buf[:0]
+		bodyPool.Put(b.box)
 	}
-	b.b = nil
+	b.b, b.box = nil, nil
 }
 
 // take counts n more bytes of the body on its account, or refuses them.
@@ -102,11 +107,17 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, c Caller, lim
 		return nil, tooLarge(r.ContentLength, limit, own)
 	}
 	limit = min(limit, max(own, 1))
-	rd := &bodyReader{r: http.MaxBytesReader(w, r.Body, limit), slow: h.slowGuard(w, r)}
+	rd := &bodyReader{r: r.Body}
+	rd.guarded = h.slowGuard(&rd.slow, w, r)
+	if r.ContentLength < 0 || r.ContentLength > limit {
+		// Of a length not known: cut it at the limit. (A known length
+		// within it cannot pass it: the body ends there.)
+		rd.r = http.MaxBytesReader(w, r.Body, limit)
+	}
 	var err error
 	if r.ContentLength > 0 && r.ContentLength <= maxPooledBody {
 		if p, ok := bodyPool.Get().(*[]byte); ok && cap(*p) >= int(r.ContentLength) {
-			bd.b = (*p)[:0]
+			bd.b, bd.box = (*p)[:0], p
 		}
 	}
 	if bd.b == nil {
@@ -132,10 +143,10 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, c Caller, lim
 		}
 		return nil, err
 	}
-	if g := rd.slow; g != nil && !g.deadline.Equal(g.timeout) {
+	if g := &rd.slow; rd.guarded && !g.deadline.Equal(g.timeout) {
 		// Read whole: the slow-body rule is done, and a window's deadline
 		// must not cut the connection while the request is answered.
-		g.rc.SetReadDeadline(g.timeout)
+		g.setReadDeadline(g.timeout)
 	}
 	return bd, nil
 }
@@ -155,8 +166,9 @@ func tooLarge(n, limit, own int64) *Error {
 // bodyReader reads a whole body into a buffer that grows as its bytes
 // arrive, counting each read on the body's account.
 type bodyReader struct {
-	r    io.Reader
-	slow *slowGuard // nil: no slow-body rule (the connection has no deadlines)
+	r       io.Reader
+	slow    slowGuard
+	guarded bool // slow applies (false: the connection has no deadlines)
 }
 
 // readAll appends the body to buf: want bytes when want ≥ 0 (a shorter
@@ -180,7 +192,7 @@ func (br *bodyReader) readAll(bd *body, buf []byte, want int64) ([]byte, error) 
 			}
 			buf = buf[:len(buf)+n]
 		}
-		if br.slow != nil {
+		if br.guarded {
 			if serr := br.slow.check(n, err); serr != nil {
 				return buf, serr
 			}
@@ -203,7 +215,7 @@ func (br *bodyReader) readAll(bd *body, buf []byte, want int64) ([]byte, error) 
 // not yet satisfied (or the body timeout's, if sooner), so a read blocked
 // past it is a window that failed.
 type slowGuard struct {
-	rc       *http.ResponseController
+	w        http.ResponseWriter
 	start    time.Time
 	window   time.Duration
 	need     int64     // bytes a window must bring
@@ -213,21 +225,25 @@ type slowGuard struct {
 	deadline time.Time // the read deadline set; it cuts a slow body when before timeout
 }
 
-// slowGuard returns the guard of r's body, or nil when its connection has
-// no read deadlines to enforce it with.
-func (h *Handler) slowGuard(w http.ResponseWriter, r *http.Request) *slowGuard {
+// slowGuard sets g to the guard of r's body and reports whether it has
+// one: false when its connection has no read deadlines to enforce it
+// with.
+func (h *Handler) slowGuard(g *slowGuard, w http.ResponseWriter, r *http.Request) bool {
 	tb, ok := r.Body.(*timedBody)
 	if !ok {
-		return nil
+		return false
 	}
 	win := h.options().SlowBodyWindow
-	g := &slowGuard{
-		rc: http.NewResponseController(w), start: tb.start, window: win, timeout: tb.deadline,
+	*g = slowGuard{
+		w: w, start: tb.start, window: win, timeout: tb.deadline, deadline: tb.deadline,
 		need: int64(win.Seconds() * minBodyRate),
 	}
 	g.arm(time.Now())
-	return g
+	return true
 }
+
+// setReadDeadline sets the connection's read deadline.
+func (g *slowGuard) setReadDeadline(d time.Time) { setReadDeadline(g.w, d) }
 
 // arm sets the read deadline for the window after the last satisfied one.
 func (g *slowGuard) arm(now time.Time) {
@@ -241,7 +257,7 @@ func (g *slowGuard) arm(now time.Time) {
 	}
 	if !d.Equal(g.deadline) {
 		g.deadline = d
-		g.rc.SetReadDeadline(d)
+		g.setReadDeadline(d)
 	}
 }
 
@@ -280,6 +296,9 @@ func (g *slowGuard) tooSlow() error {
 // isTimeout reports whether err is a read that hit the connection's read
 // deadline (timedBody reports it as body_timeout).
 func isTimeout(err error) bool {
+	if err == nil || err == io.EOF {
+		return false
+	}
 	var e *Error
 	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &e) && e.Code == wire.CodeBodyTimeout
 }

@@ -119,10 +119,24 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		status = http.StatusInternalServerError
 		b = []byte(`{"error":{"code":"internal","message":"response encoding failed"}}`)
 	}
-	w.Header().Set("Content-Type", wire.ContentTypeJSON)
-	w.Header().Set("Cache-Control", "no-store")
+	setJSONHeaders(w)
 	w.WriteHeader(status)
 	w.Write(append(b, '\n'))
+}
+
+// The values of the headers every JSON reply carries, shared by every
+// reply: net/http only reads them (and copies them when it snapshots the
+// header), so setting them costs no allocation of its own.
+var (
+	headerJSON    = []string{wire.ContentTypeJSON}
+	headerNoStore = []string{"no-store"}
+)
+
+// setJSONHeaders sets the Content-Type and Cache-Control of a JSON reply.
+func setJSONHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	h["Content-Type"] = headerJSON
+	h["Cache-Control"] = headerNoStore
 }
 
 // inputReason returns why input was refused: the reason of an

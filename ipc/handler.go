@@ -385,16 +385,40 @@ func (b *timedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// limitBodyTime puts a POST or DELETE body under o.BodyTimeout.
+// setReadDeadline is http.ResponseController's SetReadDeadline without
+// the controller: it finds the writer that has the method the way the
+// controller does, through Unwrap, and allocates nothing.
+func setReadDeadline(w http.ResponseWriter, d time.Time) error {
+	for {
+		switch t := w.(type) {
+		case interface{ SetReadDeadline(time.Time) error }:
+			return t.SetReadDeadline(d)
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return http.ErrNotSupported
+		}
+	}
+}
+
+// limitBodyTime puts a POST or DELETE body under o.BodyTimeout. The
+// timedBody lives in the request's reqWriter, when there is one, so that
+// it costs no allocation of its own.
 func limitBodyTime(w http.ResponseWriter, r *http.Request, o *Options) {
 	if r.Method == http.MethodGet || r.Body == nil || r.Body == http.NoBody {
 		return
 	}
 	now := time.Now()
 	deadline := now.Add(o.BodyTimeout)
-	if http.NewResponseController(w).SetReadDeadline(deadline) == nil {
-		r.Body = &timedBody{ReadCloser: r.Body, timeout: o.BodyTimeout, start: now, deadline: deadline}
+	if setReadDeadline(w, deadline) != nil {
+		return
 	}
+	tb := new(timedBody)
+	if rw := reqWriterOf(w); rw != nil {
+		tb = &rw.body
+	}
+	*tb = timedBody{ReadCloser: r.Body, timeout: o.BodyTimeout, start: now, deadline: deadline}
+	r.Body = tb
 }
 
 // refuse answers a request the access policy refused. ServeHTTP logs it,

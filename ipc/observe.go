@@ -26,6 +26,9 @@ type reqWriter struct {
 	// refusal is the fair-shares refusal the request was answered with,
 	// if any.
 	refusal *share.Refusal
+	// body is the request's body under its timeout (limitBodyTime), kept
+	// here so that it needs no allocation of its own.
+	body timedBody
 }
 
 func (w *reqWriter) WriteHeader(status int) {

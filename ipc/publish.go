@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/localbus/localbus/bus"
@@ -148,6 +148,13 @@ func decodeEvent(raw []byte) (bus.Event, error) {
 	return ev, nil
 }
 
+// isNDJSON reports whether a Content-Type names NDJSON: its media type,
+// before any parameter, is application/x-ndjson in any case.
+func isNDJSON(contentType string) bool {
+	mt, _, _ := strings.Cut(contentType, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), wire.ContentTypeNDJSON)
+}
+
 // validClientID reports whether a Localbus-Client-Id is 1 to 128 printable
 // ASCII characters.
 func validClientID(s string) bool {
@@ -179,11 +186,7 @@ func (h *Handler) servePublish(w http.ResponseWriter, r *http.Request, c Caller)
 		writeError(w, err)
 		return
 	}
-	ndjson := false
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, _ := mime.ParseMediaType(ct)
-		ndjson = mt == wire.ContentTypeNDJSON
-	}
+	ndjson := isNDJSON(r.Header.Get("Content-Type"))
 	ack, err := parseAck(r.URL.RawQuery)
 	if err != nil {
 		writeError(w, err)
@@ -246,8 +249,7 @@ func (h *Handler) publishBody(w http.ResponseWriter, r *http.Request, c Caller, 
 	b = append(b, `],"lastId":`...)
 	b = strconv.AppendUint(b, last, 10)
 	b = append(b, "}\n"...)
-	w.Header().Set("Content-Type", wire.ContentTypeJSON)
-	w.Header().Set("Cache-Control", "no-store")
+	setJSONHeaders(w)
 	w.WriteHeader(http.StatusOK)
 	w.Write(b)
 	return true

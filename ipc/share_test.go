@@ -35,8 +35,10 @@ func asPeer(r *http.Request) (ipc.Caller, error) {
 func TestSlowBodyIsCutWith408(t *testing.T) {
 	const window = 200 * time.Millisecond
 	srv := ipctest.New(t, ipctest.Options{Hub: hubOpts(), Handler: ipc.Options{SlowBodyWindow: window, Settings: ipc.Settings{BodyTimeout: time.Minute}}})
-	br, send := rawPost(t, srv, "/api/v1/sessions/slow/events", 1<<20, []byte(`[`))
+	// Before the request is sent: the server's windows start once it has
+	// read the headers, never earlier.
 	start := time.Now()
+	br, send := rawPost(t, srv, "/api/v1/sessions/slow/events", 1<<20, []byte(`[`))
 	done := make(chan *ipctest.Response, 1)
 	go func() { done <- readHTTPReply(t, br) }()
 	var r *ipctest.Response

@@ -37,6 +37,9 @@ import (
 // name itself holds a localbus key. found is false and name "" when
 // nothing looks like a credential.
 func QueryCredential(rawQuery string) (name string, found bool) {
+	if rawQuery == "" {
+		return "", false
+	}
 	for _, piece := range strings.Split(rawQuery, "&") {
 		if piece == "" {
 			continue
