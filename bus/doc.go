@@ -55,6 +55,11 @@
 // stop when Take reports that the stream ended (the terminal frame, if any, is
 // the last one returned). Close (or cancelling the context given to
 // Subscribe) removes the subscriber at once and drops whatever it had queued.
+// A writer that reads through a consumer under ack mode auto reports
+// [Subscription.Through] once it has written what Take returned: the id up
+// to which the stream passed every event, those its filter skipped
+// included. [Subscription.EndReplaced] ends a stream whose consumer
+// another stream took over, with a final stream:closed.
 //
 // # Backpressure
 //

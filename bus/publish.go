@@ -257,6 +257,7 @@ func (b *Bus) deliverLocked(frames []*Frame) {
 				}
 			}
 			if !s.matches(f.Type) {
+				s.skipped = f.ID // an auto consumer moves past it (Through)
 				continue
 			}
 			if s.pushLiveLocked(f, &b.stats) {

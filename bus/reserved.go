@@ -16,6 +16,20 @@ type ReadyData struct {
 	Epoch      string   `json:"epoch"`
 	Types      []string `json:"types"`
 	MaxQueued  int      `json:"maxQueued"`
+	// Consumer is the consumer a stream reads through (SPEC §2.4), absent
+	// on other streams; Cursor is then its acknowledged id.
+	Consumer *ReadyConsumer `json:"consumer,omitempty"`
+}
+
+// ReadyConsumer is the consumer of a stream, as its stream:ready shows it
+// when the stream began.
+type ReadyConsumer struct {
+	Name    string `json:"name"`
+	AckedID uint64 `json:"ackedId"`
+	// Ack is the consumer's ack mode, "auto" or "explicit".
+	Ack string `json:"ack"`
+	// Created reports whether this stream created the consumer.
+	Created bool `json:"created"`
 }
 
 // Gap reasons, the data.reason of stream:gap.
@@ -79,11 +93,13 @@ type ErrorData struct {
 }
 
 // ClosedData is the data of stream:closed, the terminal frame of a stream the
-// daemon ended: its session was deleted, or the daemon is shutting down or
-// reloading.
+// daemon ended: its session was deleted, the daemon is shutting down or
+// reloading, or another stream took its consumer over.
 type ClosedData struct {
-	Reason  string `json:"reason"`
-	RetryMs int    `json:"retryMs"`
+	Reason string `json:"reason"`
+	// RetryMs is a jittered reconnect hint; absent (0) for replaced, which
+	// is final.
+	RetryMs int `json:"retryMs,omitempty"`
 }
 
 // Envelope is the decoded form of any frame, for clients and tests.

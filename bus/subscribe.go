@@ -13,6 +13,11 @@ import (
 func (b *Bus) remove(s *Subscription) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.removeLocked(s)
+}
+
+// removeLocked is remove with b.mu held.
+func (b *Bus) removeLocked(s *Subscription) {
 	i := s.index
 	if i < 0 {
 		return
@@ -53,6 +58,10 @@ type SubscribeOptions struct {
 	Filter *Filter
 	// MaxQueued is the live frame limit, in [16, 2048]; 0 means the bus's.
 	MaxQueued int
+	// Consumer, for a stream that reads through a consumer (SPEC §2.4), is
+	// what its stream:ready says of it; Cursor is then its acknowledged id
+	// and Epoch that id's epoch. The bus only shows it.
+	Consumer *ReadyConsumer
 	// Peer is who subscribes, for the bus's fair shares of its
 	// subscribers (see Options.PeerShare); the zero value is
 	// share.Unknown. In-process readers that must never be refused
@@ -132,7 +141,7 @@ func (b *Bus) openLocked(s *Subscription, opts SubscribeOptions) {
 		opts.Cursor, opts.Epoch = &c, ""
 	}
 	earliest := b.earliestLocked()
-	ready := ReadyData{LastID: b.shown, EarliestID: nullable(earliest), Epoch: b.epoch, MaxQueued: s.maxQueued}
+	ready := ReadyData{LastID: b.shown, EarliestID: nullable(earliest), Epoch: b.epoch, MaxQueued: s.maxQueued, Consumer: opts.Consumer}
 	if f := opts.Filter; f != nil {
 		ready.Types = f.Types()
 	} else if s.family != "" {
@@ -186,11 +195,22 @@ func (b *Bus) openLocked(s *Subscription, opts SubscribeOptions) {
 			s.cursor = f.ID
 			count++
 			lastReplayed = f.ID
+		} else {
+			s.skipped = f.ID
 		}
 		return true
 	})
 	b.stats.replayed.Add(uint64(count))
 	s.pushForcedLocked(reservedFrame(TypeReplayed, s.session, ReplayedData{ReplayedCount: count, LastReplayedEventID: nullable(lastReplayed)}))
+}
+
+// CursorAt returns the cursor that starts a replay at the first retained
+// event published at or after t, as SubscribeOptions.Since does: for a
+// consumer created with ?sinceTime= (SPEC §2.4), whose start is an id.
+func (b *Bus) CursorAt(t time.Time) uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cursorAtLocked(t)
 }
 
 // cursorAtLocked returns the cursor that starts a replay at the first

@@ -19,6 +19,10 @@ const (
 	EndShutdown       EndReason = "shutdown"        // the daemon is stopping: stream:closed was queued
 	EndReload         EndReason = "reload"          // the daemon is reloading: stream:closed was queued
 	EndCancelled      EndReason = "cancelled"       // Close or the context: queued frames were dropped
+	// EndReplaced: another stream took over the stream's consumer, or the
+	// consumer was deleted (SPEC §2.4): stream:closed was queued, without
+	// retryMs, since reconnecting would take the consumer back.
+	EndReplaced EndReason = "replaced"
 )
 
 // A Subscription is one subscriber's queue of frames. It is safe for
@@ -45,6 +49,8 @@ type Subscription struct {
 	warned    bool   // stream:slow sent; re-armed at 37.5%
 	lagReason string // stream:lagged's reason, once evicted
 	cursor    uint64 // the last event id queued, or where the stream started: a gap's lastDeliveredId
+	skipped   uint64 // the last event id the filter kept from the stream
+	through   uint64 // Through's: max(cursor, skipped) at the last Take
 	end       EndReason
 	dropped   bool // Close was called: Take returns nothing more
 }
@@ -103,9 +109,24 @@ func (s *Subscription) Take(dst []*Frame) (frames []*Frame, ended bool) {
 	}
 	s.live, s.liveBytes = 0, 0
 	s.rearmLocked()
+	s.through = max(s.cursor, s.skipped)
 	ended = s.end != EndNone
 	s.waiting = took == 0 && !ended
 	return dst, ended
+}
+
+// Through returns the id through which, as of the last Take, every event
+// of the bus was either returned by a Take or kept from the stream by its
+// filter (0 before any): once the writer has written what Take returned,
+// the stream has passed every event up to it. A consumer's position under
+// ack mode auto follows it (SPEC §2.4), so events a filter skips move it
+// too. Events are delivered in id order and Take empties the queue, so no
+// event at or below it is still queued. Call it from the writer, after
+// Take.
+func (s *Subscription) Through() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.through
 }
 
 // End reports why the subscription ended, or EndNone while it is open. It is
@@ -301,12 +322,34 @@ func (s *Subscription) evictLocked(reason string, eventBytes int64) {
 }
 
 // closeLocked ends the stream with stream:closed after what is queued.
+// The frame carries a reconnect hint, but for EndReplaced, which is
+// final.
 func (s *Subscription) closeLocked(reason EndReason) {
 	if s.end != EndNone {
 		return
 	}
-	s.pushForcedLocked(reservedFrame(TypeClosed, s.session, ClosedData{Reason: string(reason), RetryMs: retryHint()}))
+	d := ClosedData{Reason: string(reason)}
+	if reason != EndReplaced {
+		d.RetryMs = retryHint()
+	}
+	s.pushForcedLocked(reservedFrame(TypeClosed, s.session, d))
 	s.end = reason
+}
+
+// EndReplaced ends the stream with stream:closed, reason replaced and no
+// retryMs, after what it has queued, and removes it from its bus: another
+// stream took its consumer over, or the consumer was deleted (SPEC §2.4).
+// A stream that has ended already is left as it is. It is safe to call
+// from any goroutine.
+func (s *Subscription) EndReplaced() {
+	b := s.bus
+	b.mu.Lock()
+	s.mu.Lock()
+	s.closeLocked(EndReplaced)
+	s.mu.Unlock()
+	b.removeLocked(s)
+	b.mu.Unlock()
+	s.notify()
 }
 
 // retryHint is stream:closed's retryMs: 500 ms to 1.5 s, jittered so that

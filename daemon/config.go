@@ -120,6 +120,12 @@ type Config struct {
 	// IdempotencyMaxBytes bounds the remembered Idempotency-Keys, in
 	// bytes, a pool with fair shares (SPEC §6); default 16 MiB.
 	IdempotencyMaxBytes int64
+	// MaxConsumers is the number of consumers of one session, at least 1,
+	// a pool with fair shares (SPEC §2.4). Default: 64.
+	MaxConsumers int
+	// ConsumerTTL is how long a consumer may go without a stream before
+	// it is forgotten (SPEC §2.4); 0 keeps them. Default: 720h.
+	ConsumerTTL time.Duration
 	// MaxHeaderBytes is the size limit of a request's headers, from 1 KiB
 	// to 1 MiB. Default: 16384 (16 KiB).
 	MaxHeaderBytes int64
@@ -214,6 +220,8 @@ func Defaults() Config {
 		PeerShare:            0.25,
 		IdempotencyWindow:    10 * time.Minute,
 		IdempotencyMaxBytes:  16 * mib,
+		MaxConsumers:         64,
+		ConsumerTTL:          720 * time.Hour,
 		MaxHeaderBytes:       16 * kib,
 		Keepalive:            15 * time.Second,
 		ShutdownTimeout:      10 * time.Second,
@@ -343,6 +351,8 @@ var settings = []Setting{
 	{Key: "peer_share", Usage: "fraction of each shared pool one peer other than root may hold (1: no shares)", field: func(c *Config) any { return &c.PeerShare }},
 	{Key: "idempotency_window", Usage: "how long a publish's Idempotency-Key is remembered", field: func(c *Config) any { return &c.IdempotencyWindow }},
 	{Key: "idempotency_max_bytes", Usage: "bytes the remembered Idempotency-Keys may take, shared fairly between peers", field: func(c *Config) any { return &c.IdempotencyMaxBytes }},
+	{Key: "max_consumers", Usage: "consumers of one session, shared fairly between peers", field: func(c *Config) any { return &c.MaxConsumers }},
+	{Key: "consumer_ttl", Usage: `time without a stream after which a consumer is forgotten ("0": never)`, field: func(c *Config) any { return &c.ConsumerTTL }},
 	{Key: "max_header_bytes", Usage: "size limit of a request's headers", field: func(c *Config) any { return &c.MaxHeaderBytes }},
 	{Key: "keepalive", Usage: "SSE comment and WebSocket ping interval", field: func(c *Config) any { return &c.Keepalive }},
 	{Key: "shutdown_timeout", Usage: "time allowed for a graceful shutdown", field: func(c *Config) any { return &c.ShutdownTimeout }},

@@ -47,6 +47,8 @@ var fullSet = map[string]string{
 	"max_body_bytes":          "1048576",
 	"idempotency_window":      "30s",
 	"idempotency_max_bytes":   "1048576",
+	"max_consumers":           "4",
+	"consumer_ttl":            "2h",
 	"max_auto_sessions":       "8",
 	"auto_session_ttl":        "1h",
 	"max_inflight_body_bytes": "2097152",

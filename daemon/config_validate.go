@@ -119,6 +119,10 @@ func (c Config) problems() []*ConfigError {
 	}
 	check("max_inflight_body_bytes", atLeastBytes(c.MaxInflightBodyBytes, minBufferBytes))
 	check("idempotency_max_bytes", atLeastBytes(c.IdempotencyMaxBytes, 64<<10))
+	check("max_consumers", inRange(c.MaxConsumers, 1, 0))
+	if c.ConsumerTTL < 0 || (c.ConsumerTTL > 0 && c.ConsumerTTL < time.Second) {
+		add("consumer_ttl", "must be 0 or at least 1s, got %v", c.ConsumerTTL)
+	}
 	if !(c.PeerShare > 0 && c.PeerShare <= 1) {
 		add("peer_share", "must be more than 0 and at most 1 (1 turns fair shares off), got %s", strconv.FormatFloat(c.PeerShare, 'g', -1, 64))
 	}

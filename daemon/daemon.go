@@ -211,6 +211,8 @@ func hubOptions(cfg Config) hub.Options {
 		AutoCreate:          cfg.AutoCreateSessions,
 		IdempotencyWindow:   cfg.IdempotencyWindow,
 		IdempotencyMaxBytes: cfg.IdempotencyMaxBytes,
+		MaxConsumers:        cfg.MaxConsumers,
+		ConsumerTTL:         cfg.ConsumerTTL,
 	}
 }
 

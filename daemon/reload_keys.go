@@ -26,6 +26,7 @@ var reloadable = map[string]bool{
 	"max_sessions": true, "max_auto_sessions": true, "auto_session_ttl": true, "auto_create_sessions": true,
 	"max_event_bytes": true, "max_body_bytes": true, "max_inflight_body_bytes": true,
 	"peer_share": true, "idempotency_window": true, "idempotency_max_bytes": true,
+	"max_consumers": true, "consumer_ttl": true,
 	"keepalive": true, "shutdown_timeout": true, "log_level": true,
 	"upstream.export": true, "upstream.import": true,
 }

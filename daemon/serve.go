@@ -135,16 +135,19 @@ loop:
 }
 
 // expireSessions deletes idle sessions a publish created (auto_session_ttl,
-// SPEC §2) every expiryInterval of the ttl in force, until ctx is done.
-// The hub logs each one and announces it on the global bus.
+// SPEC §2) and forgets consumers that had no stream for consumer_ttl
+// (§2.4), every expiryInterval of the shorter ttl in force, until ctx is
+// done. The hub logs each one and announces the sessions on the global
+// bus.
 func (d *Daemon) expireSessions(ctx context.Context) {
 	for {
-		t := time.NewTimer(expiryInterval(d.hub.AutoSessionTTL()))
+		t := time.NewTimer(min(expiryInterval(d.hub.AutoSessionTTL()), expiryInterval(d.hub.ConsumerTTL())))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case now := <-t.C:
+			d.hub.ExpireConsumers(now)
 			d.hub.ExpireIdle(now)
 		}
 	}

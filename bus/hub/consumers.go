@@ -2,24 +2,28 @@ package hub
 
 import (
 	"errors"
-	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/localbus/localbus/bus/share"
+	"github.com/localbus/localbus/ipc/wire/grammar"
 )
 
 // Consumers (SPEC §2.4): a ConsumerSet is one session's named cursors. A
 // stream naming a consumer attaches to it (Attach) and holds a Lease until
 // it ends; a second attach takes the consumer over and the first lease is
 // replaced (its Done closes, Replaced reports true), so one live stream
-// reads a consumer at a time. Under ack mode auto the lease moves the
-// position as the stream writes (Lease.Wrote, stored at least once a
-// second and at Lease.End); under explicit only an ack moves it
-// (ConsumerSet.Ack). An ack never moves a consumer back.
+// reads a consumer at a time. Under ack mode auto the stream's writer
+// tells the lease how far it got (Lease.Wrote, in memory) and stores that
+// at most once a second (Lease.Sync) and at its end (Lease.End); under
+// explicit only an ack moves the position (ConsumerSet.Ack). An ack never
+// moves a consumer back. Positions are ids of one epoch of the session:
+// a consumer whose epoch is not the session's any more is moved to the
+// session's epoch, at 0, by the next attach, whose stream starts with the
+// §2.3 epoch_reset.
 //
 // Every consumer holds a unit of the set's pool (max_consumers, fair
 // shares by peer; PoolConsumers in refusals), on the account of the peer
@@ -33,28 +37,15 @@ const PoolConsumers = "consumers"
 // DefaultMaxConsumers is max_consumers' default.
 const DefaultMaxConsumers = 64
 
-// AckMode is how a consumer's position moves.
-type AckMode string
+// AckMode is how a consumer's position moves: grammar.AckAuto (the
+// default of a new consumer) or grammar.AckExplicit.
+type AckMode = grammar.AckMode
 
+// The ack modes.
 const (
-	AckAuto     AckMode = "auto"     // follows what the stream wrote (the default)
-	AckExplicit AckMode = "explicit" // moves only on an ack
+	AckAuto     = grammar.AckAuto     // follows what the stream wrote (the default)
+	AckExplicit = grammar.AckExplicit // moves only on an ack
 )
-
-// ParseAckMode reads ?ack=: "" (the consumer's mode, auto for a new one),
-// auto or explicit.
-func ParseAckMode(s string) (AckMode, error) {
-	switch AckMode(s) {
-	case "", AckAuto, AckExplicit:
-		return AckMode(s), nil
-	}
-	return "", fmt.Errorf("ack must be auto or explicit, not %q", s)
-}
-
-var consumerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
-
-// ValidConsumerName reports whether name is a consumer's name (SPEC §2.4).
-func ValidConsumerName(name string) bool { return consumerName.MatchString(name) }
 
 // The refusals of consumer calls; the router maps them to statuses.
 var (
@@ -86,12 +77,13 @@ type ConsumerStore interface {
 	DeleteConsumer(name string) error
 }
 
-// autoStoreEvery is how often at most a lease under ack mode auto stores
-// its position while the stream runs.
-const autoStoreEvery = time.Second
+// SyncEvery is how often at most a stream under ack mode auto stores its
+// consumer's position while it runs (Lease.Sync); it also stores it when
+// it ends.
+const SyncEvery = time.Second
 
 type consumer struct {
-	st    ConsumerState
+	st    ConsumerState // as stored
 	acct  *share.Account
 	lease *Lease // the live stream's, nil for none
 }
@@ -132,20 +124,34 @@ func (s *ConsumerSet) SetLimit(limit int, peerShare float64) {
 
 // AttachRequest is what a stream naming a consumer asks for.
 type AttachRequest struct {
-	Name  string
-	Ack   AckMode // "" for the consumer's own (auto for a new one)
-	Since *uint64 // ?since= (or what ?sinceTime= resolved to); only for a new one
-	Epoch string  // the session's epoch now
-	Peer  share.Peer
-	Now   time.Time
+	Name string
+	Ack  AckMode // "" for the consumer's own (auto for a new one)
+	// Since is where a new consumer starts, after that id (?since=, or
+	// what ?sinceTime= resolved to); nil for 0, the whole ring. On an
+	// existing consumer it is ErrConsumerExists.
+	Since *uint64
+	// SinceEpoch is the epoch Since belongs to (?epoch=); "" for the
+	// session's.
+	SinceEpoch string
+	// Epoch and LastID are the session's epoch and last id now.
+	Epoch  string
+	LastID uint64
+	Peer   share.Peer
+	Now    time.Time
 }
 
 // Attach gives a stream the consumer req names, creating it if needed; a
-// stream already on it is replaced. The lease's State says where the
-// stream starts: after AckedID, under Epoch (one other than the session's
-// is the §2.3 epoch_reset).
+// stream already on it is replaced, after the position it wrote under
+// ack mode auto is stored. The lease's Start says where the stream
+// starts: after Start().AckedID, in Start().Epoch. When that epoch is not
+// the session's (or the id is above the session's last), the stream's
+// resume is the §2.3 epoch_reset, and the consumer is moved, and stored,
+// at 0 in the session's epoch, where the stream's positions belong.
+//
+// It returns ErrConsumerName, ErrConsumerExists, ErrConsumerAckMode, a
+// *share.Refusal that unwraps to ErrConsumerLimit, or the store's error.
 func (s *ConsumerSet) Attach(req AttachRequest) (*Lease, error) {
-	if !ValidConsumerName(req.Name) {
+	if !grammar.ValidConsumer(req.Name) {
 		return nil, ErrConsumerName
 	}
 	s.mu.Lock()
@@ -159,6 +165,12 @@ func (s *ConsumerSet) Attach(req AttachRequest) (*Lease, error) {
 		case req.Ack != "" && req.Ack != c.st.Ack:
 			return nil, ErrConsumerAckMode
 		}
+		if old := c.lease; old != nil && old.c.st.Ack == AckAuto {
+			// The stream taking over starts after what the old one wrote.
+			if err := old.syncLocked(req.Now); err != nil {
+				return nil, err
+			}
+		}
 	} else {
 		a := s.pool.Account(req.Peer)
 		if err := a.Acquire(1); err != nil {
@@ -170,28 +182,57 @@ func (s *ConsumerSet) Attach(req AttachRequest) (*Lease, error) {
 		}
 		if req.Since != nil {
 			st.AckedID = *req.Since
-		}
-		if s.store != nil {
-			if err := s.store.PutConsumer(st); err != nil {
-				a.Release(1)
-				return nil, err
+			if req.SinceEpoch != "" {
+				st.Epoch = req.SinceEpoch
 			}
 		}
 		c = &consumer{st: st, acct: a}
+	}
+	start := c.st
+	if start.Epoch != req.Epoch || start.AckedID > req.LastID {
+		next := c.st
+		next.AckedID, next.Epoch = 0, req.Epoch
+		c.st = next
+	}
+	if created || c.st != start {
+		next := c.st
+		next.LastActive = req.Now
+		if err := s.putLocked(next); err != nil {
+			if created {
+				c.acct.Release(1)
+			} else {
+				c.st = start
+			}
+			return nil, err
+		}
+		c.st = next
+	}
+	if created {
 		s.m[req.Name] = c
 	}
 	if c.lease != nil {
 		c.lease.replace()
 	}
-	l := &Lease{set: s, c: c, created: created, stored: req.Now, done: make(chan struct{})}
-	l.pos = c.st.AckedID
+	l := &Lease{set: s, c: c, start: start, created: created, epoch: c.st.Epoch, done: make(chan struct{})}
+	l.pos.Store(c.st.AckedID)
 	c.lease = l
 	return l, nil
 }
 
+// putLocked stores st, if the set has a store. s.mu must be held.
+func (s *ConsumerSet) putLocked(st ConsumerState) error {
+	if s.store == nil {
+		return nil
+	}
+	return s.store.PutConsumer(st)
+}
+
 // Ack acknowledges id for consumer name (explicit only), within epoch ("":
-// any) and the session's lastID; it returns the acknowledged id once it is
-// stored. A lower id than the acknowledged one moves nothing.
+// the consumer's) and the session's lastID; it returns the acknowledged
+// id once it is stored. A lower id than the acknowledged one moves
+// nothing and returns the acknowledged id. Ids are compared within the
+// consumer's epoch only: an epoch other than the consumer's is
+// ErrEpochMismatch and moves nothing.
 func (s *ConsumerSet) Ack(name string, id uint64, epoch string, lastID uint64, now time.Time) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -208,17 +249,15 @@ func (s *ConsumerSet) Ack(name string, id uint64, epoch string, lastID uint64, n
 	case id <= c.st.AckedID:
 		return c.st.AckedID, nil
 	}
-	return id, s.moveLocked(c, id, c.st.Epoch, now)
+	return id, s.moveLocked(c, id, now)
 }
 
-// moveLocked stores c at id under epoch. s.mu must be held.
-func (s *ConsumerSet) moveLocked(c *consumer, id uint64, epoch string, now time.Time) error {
+// moveLocked stores c at id, in its epoch. s.mu must be held.
+func (s *ConsumerSet) moveLocked(c *consumer, id uint64, now time.Time) error {
 	next := c.st
-	next.AckedID, next.Epoch, next.LastActive = id, epoch, now
-	if s.store != nil {
-		if err := s.store.PutConsumer(next); err != nil {
-			return err
-		}
+	next.AckedID, next.LastActive = id, now
+	if err := s.putLocked(next); err != nil {
+		return err
 	}
 	c.st = next
 	return nil
@@ -232,12 +271,17 @@ func (s *ConsumerSet) Delete(name string) error {
 	if !ok {
 		return ErrNoConsumer
 	}
+	return s.deleteLocked(c)
+}
+
+// deleteLocked forgets c. s.mu must be held.
+func (s *ConsumerSet) deleteLocked(c *consumer) error {
 	if s.store != nil {
-		if err := s.store.DeleteConsumer(name); err != nil {
+		if err := s.store.DeleteConsumer(c.st.Name); err != nil {
 			return err
 		}
 	}
-	delete(s.m, name)
+	delete(s.m, c.st.Name)
 	c.acct.Release(1)
 	if c.lease != nil {
 		c.lease.replace()
@@ -245,22 +289,83 @@ func (s *ConsumerSet) Delete(name string) error {
 	return nil
 }
 
+// Expire forgets every consumer with no stream whose last activity is
+// older than ttl before now (consumer_ttl), and returns their names,
+// sorted; ttl 0 keeps them all. A consumer it could not delete from the
+// store stays, and the first such error is returned.
+func (s *ConsumerSet) Expire(now time.Time, ttl time.Duration) ([]string, error) {
+	if ttl <= 0 {
+		return nil, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var names []string
+	var first error
+	for _, c := range s.m {
+		if c.lease != nil || now.Sub(c.st.LastActive) < ttl {
+			continue
+		}
+		if err := s.deleteLocked(c); err != nil {
+			first = cmpOr(first, err)
+			continue
+		}
+		names = append(names, c.st.Name)
+	}
+	slices.Sort(names)
+	return names, first
+}
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
 // ConsumerInfo is a consumer as GET …/consumers lists it.
 type ConsumerInfo struct {
 	ConsumerState
 	Connected bool
+	// Pending is how many events the session has after AckedID (every
+	// event, when the consumer's epoch is not the session's).
+	Pending uint64
 }
 
-// List returns the consumers, sorted by name.
-func (s *ConsumerSet) List() []ConsumerInfo {
+// pending is how many of a session's events, on epoch with lastID, come
+// after st's acknowledged id.
+func pending(st ConsumerState, lastID uint64, epoch string) uint64 {
+	if st.Epoch != epoch {
+		return lastID
+	}
+	if st.AckedID >= lastID {
+		return 0
+	}
+	return lastID - st.AckedID
+}
+
+// List returns the consumers, sorted by name, with what they have pending
+// of a session on epoch whose last id is lastID.
+func (s *ConsumerSet) List(lastID uint64, epoch string) []ConsumerInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]ConsumerInfo, 0, len(s.m))
 	for _, c := range s.m {
-		out = append(out, ConsumerInfo{ConsumerState: c.st, Connected: c.lease != nil})
+		out = append(out, ConsumerInfo{ConsumerState: c.st, Connected: c.lease != nil, Pending: pending(c.st, lastID, epoch)})
 	}
 	slices.SortFunc(out, func(a, b ConsumerInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out
+}
+
+// Pending returns how many events the consumers have pending together, of
+// a session on epoch whose last id is lastID.
+func (s *ConsumerSet) Pending(lastID uint64, epoch string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n uint64
+	for _, c := range s.m {
+		n += pending(c.st, lastID, epoch)
+	}
+	return n
 }
 
 // Len returns how many consumers the set holds.
@@ -270,26 +375,40 @@ func (s *ConsumerSet) Len() int {
 	return len(s.m)
 }
 
-// A Lease is a live stream's hold on its consumer.
+// A Lease is a live stream's hold on its consumer. Wrote, Sync and End
+// are the stream's writer's to call; Done, Replaced and the rest may be
+// called from any goroutine.
 type Lease struct {
 	set     *ConsumerSet
 	c       *consumer
+	start   ConsumerState
 	created bool
+	epoch   string        // the session's epoch the stream reads: its positions'
 	done    chan struct{} // closed when replaced
 
+	// pos is, under auto, the id up to which the stream passed every
+	// event (Wrote). Written by the writer alone; read under set.mu by a
+	// takeover too.
+	pos atomic.Uint64
+
 	// guarded by set.mu
-	pos      uint64    // under auto: the last id written (or skipped)
-	stored   time.Time // when pos was last stored
 	replaced bool
 	ended    bool
 }
 
-// State returns the consumer as the stream starts on it.
-func (l *Lease) State() ConsumerState {
-	l.set.mu.Lock()
-	defer l.set.mu.Unlock()
-	return l.c.st
-}
+// Start returns the consumer as the stream found it: the stream starts
+// after Start().AckedID, in Start().Epoch.
+func (l *Lease) Start() ConsumerState { return l.start }
+
+// Ack returns the consumer's ack mode.
+func (l *Lease) Ack() AckMode { return l.start.Ack }
+
+// Name returns the consumer's name.
+func (l *Lease) Name() string { return l.start.Name }
+
+// Epoch returns the session's epoch the stream reads, which every
+// position it reports or acknowledges belongs to.
+func (l *Lease) Epoch() string { return l.epoch }
 
 // Created reports whether this stream created the consumer.
 func (l *Lease) Created() bool { return l.created }
@@ -316,26 +435,42 @@ func (l *Lease) replace() {
 	}
 }
 
-// Wrote tells an auto lease that the stream wrote (or its filter skipped)
-// every id up to id, under epoch; the position is stored when a second has
-// passed since it last was. An explicit lease, or one replaced, ignores it.
-func (l *Lease) Wrote(id uint64, epoch string, now time.Time) error {
-	l.set.mu.Lock()
-	defer l.set.mu.Unlock()
-	if l.replaced || l.ended || l.c.st.Ack != AckAuto || id <= l.pos && epoch == l.c.st.Epoch {
-		return nil
+// Wrote tells the lease that the stream wrote (or its filter skipped)
+// every event up to id, in the lease's epoch: under auto the position,
+// in memory, follows; nothing is stored (see Sync). It reports whether
+// the position moved. It costs an atomic load and store, and takes no
+// lock. Only the stream's writer calls it.
+func (l *Lease) Wrote(id uint64) bool {
+	if id <= l.pos.Load() {
+		return false
 	}
-	l.pos = id
-	if now.Sub(l.stored) < autoStoreEvery && epoch == l.c.st.Epoch {
-		return nil
-	}
-	l.stored = now
-	return l.set.moveLocked(l.c, id, epoch, now)
+	l.pos.Store(id)
+	return true
 }
 
-// End ends the stream's hold: an auto lease stores its position. A lease
-// replaced meanwhile stores nothing (the stream that took over owns the
-// position).
+// Sync stores the position under auto, if Wrote moved it: the writer
+// calls it at most once every SyncEvery while the stream runs, so a
+// consumer costs at most one store a second. An explicit lease, or one
+// replaced or ended, stores nothing.
+func (l *Lease) Sync(now time.Time) error {
+	l.set.mu.Lock()
+	defer l.set.mu.Unlock()
+	return l.syncLocked(now)
+}
+
+// syncLocked is Sync with set.mu held.
+func (l *Lease) syncLocked(now time.Time) error {
+	pos := l.pos.Load()
+	if l.replaced || l.ended || l.c.st.Ack != AckAuto || l.c.st.Epoch != l.epoch || pos <= l.c.st.AckedID {
+		return nil
+	}
+	return l.set.moveLocked(l.c, pos, now)
+}
+
+// End ends the stream's hold and stores the consumer once more, with its
+// last activity (and under auto the position). A lease replaced
+// meanwhile stores nothing: the stream that took over, or the delete,
+// owns the consumer.
 func (l *Lease) End(now time.Time) error {
 	l.set.mu.Lock()
 	defer l.set.mu.Unlock()
@@ -344,11 +479,15 @@ func (l *Lease) End(now time.Time) error {
 		return nil
 	}
 	l.ended = true
-	if l.c.lease == l {
-		l.c.lease = nil
+	l.c.lease = nil
+	next := l.c.st
+	next.LastActive = now
+	if pos := l.pos.Load(); next.Ack == AckAuto && next.Epoch == l.epoch && pos > next.AckedID {
+		next.AckedID = pos
 	}
-	if l.c.st.Ack != AckAuto || l.pos == l.c.st.AckedID {
-		return nil
+	if err := l.set.putLocked(next); err != nil {
+		return err
 	}
-	return l.set.moveLocked(l.c, l.pos, l.c.st.Epoch, now)
+	l.c.st = next
+	return nil
 }

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -51,28 +52,12 @@ var t0 = time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
 
 func u64(n uint64) *uint64 { return &n }
 
-func TestConsumerNamesAndAckModes(t *testing.T) {
-	for _, ok := range []string{"a", "A9", "backup", "x.y-z_1", "0", strings.Repeat("n", 64)} {
-		if !ValidConsumerName(ok) {
-			t.Errorf("%q refused", ok)
-		}
-	}
-	for _, bad := range []string{"", ".", "..", "-a", "_a", ".a", strings.Repeat("n", 65), "a b", "a/b", "é", "a\n"} {
-		if ValidConsumerName(bad) {
-			t.Errorf("%q accepted", bad)
-		}
-	}
+func TestAttachRefusesBadNames(t *testing.T) {
 	s := NewConsumerSet(nil, nil, 0, 0)
-	if _, err := s.Attach(AttachRequest{Name: "..", Now: t0}); !errors.Is(err, ErrConsumerName) {
-		t.Errorf("Attach(..) = %v", err)
-	}
-	for in, want := range map[string]AckMode{"": "", "auto": AckAuto, "explicit": AckExplicit} {
-		if got, err := ParseAckMode(in); err != nil || got != want {
-			t.Errorf("ParseAckMode(%q) = %q, %v", in, got, err)
+	for _, bad := range []string{"", ".", "..", strings.Repeat("n", 65)} {
+		if _, err := s.Attach(AttachRequest{Name: bad, Now: t0}); !errors.Is(err, ErrConsumerName) {
+			t.Errorf("Attach(%q) = %v", bad, err)
 		}
-	}
-	if _, err := ParseAckMode("Explicit"); err == nil {
-		t.Error("ParseAckMode(Explicit) succeeded")
 	}
 }
 
@@ -83,11 +68,11 @@ func TestConsumerNamesAndAckModes(t *testing.T) {
 func TestAConsumerIsCreatedOnceAndTakenOver(t *testing.T) {
 	st := &memConsumers{m: map[string]ConsumerState{}}
 	s := NewConsumerSet(st, nil, 0, 0)
-	l1, err := s.Attach(AttachRequest{Name: "c", Ack: AckExplicit, Since: u64(5), Epoch: "e1", Peer: share.UID(1000), Now: t0})
+	l1, err := s.Attach(AttachRequest{Name: "c", Ack: AckExplicit, Since: u64(5), Epoch: "e1", LastID: 10, Peer: share.UID(1000), Now: t0})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := l1.State(); !l1.Created() || got.AckedID != 5 || got.Ack != AckExplicit || got.Epoch != "e1" {
+	if got := l1.Start(); !l1.Created() || got.AckedID != 5 || got.Ack != AckExplicit || got.Epoch != "e1" {
 		t.Errorf("created: %+v, created %v", got, l1.Created())
 	}
 	if got, ok := st.get("c"); !ok || got.AckedID != 5 {
@@ -105,7 +90,7 @@ func TestAConsumerIsCreatedOnceAndTakenOver(t *testing.T) {
 	if id, err := s.Ack("c", 8, "e1", 10, t0); err != nil || id != 8 {
 		t.Fatalf("Ack 8 = %d, %v", id, err)
 	}
-	l2, err := s.Attach(AttachRequest{Name: "c", Epoch: "e1", Now: t0})
+	l2, err := s.Attach(AttachRequest{Name: "c", Epoch: "e1", LastID: 10, Now: t0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,18 +99,18 @@ func TestAConsumerIsCreatedOnceAndTakenOver(t *testing.T) {
 	default:
 		t.Fatal("the first stream was not replaced")
 	}
-	if !l1.Replaced() || l2.Replaced() || l2.Created() || l2.State().AckedID != 8 {
+	if !l1.Replaced() || l2.Replaced() || l2.Created() || l2.Start().AckedID != 8 {
 		t.Errorf("after the takeover: first replaced %v, second replaced %v created %v at %d",
-			l1.Replaced(), l2.Replaced(), l2.Created(), l2.State().AckedID)
+			l1.Replaced(), l2.Replaced(), l2.Created(), l2.Start().AckedID)
 	}
 	if err := l1.End(t0); err != nil {
 		t.Fatal(err)
 	}
-	if got := s.List(); len(got) != 1 || !got[0].Connected || got[0].AckedID != 8 {
+	if got := s.List(10, "e1"); len(got) != 1 || !got[0].Connected || got[0].AckedID != 8 {
 		t.Errorf("List after the replaced stream ended: %+v", got)
 	}
 	l2.End(t0)
-	if got := s.List(); got[0].Connected {
+	if got := s.List(10, "e1"); got[0].Connected {
 		t.Errorf("List after every stream ended: %+v", got)
 	}
 }
@@ -177,52 +162,141 @@ func TestExplicitAcksMoveForwardOnly(t *testing.T) {
 		t.Error("an ack whose store failed succeeded")
 	}
 	st.fail = nil
-	if got := s.List(); got[1].Name != "x" || got[1].AckedID != 7 {
+	if got := s.List(10, "e1"); got[1].Name != "x" || got[1].AckedID != 7 {
 		t.Errorf("after a failed store: %+v", got)
 	}
 }
 
-// TestAutoLeasesStoreAtMostOnceASecondAndAtTheEnd: what the stream wrote
-// (or skipped) moves the position in memory, a store happens at most once
-// a second while it runs and once at its end; a new epoch is stored at
-// once.
-func TestAutoLeasesStoreAtMostOnceASecondAndAtTheEnd(t *testing.T) {
+// TestAutoLeasesStoreOnSyncAndAtTheEnd: what the stream wrote (or
+// skipped) moves the position in memory only; Sync stores it, End stores
+// it once more, and the next stream starts after it.
+func TestAutoLeasesStoreOnSyncAndAtTheEnd(t *testing.T) {
 	st := &memConsumers{m: map[string]ConsumerState{}}
 	s := NewConsumerSet(st, nil, 0, 0)
-	l, err := s.Attach(AttachRequest{Name: "a", Epoch: "e1", Now: t0})
+	l, err := s.Attach(AttachRequest{Name: "a", Epoch: "e1", LastID: 200, Now: t0})
 	if err != nil {
 		t.Fatal(err)
 	}
 	puts := st.puts
 	for i := uint64(1); i <= 100; i++ {
-		if err := l.Wrote(i, "e1", t0.Add(time.Duration(i)*5*time.Millisecond)); err != nil {
-			t.Fatal(err)
+		if !l.Wrote(i) {
+			t.Fatalf("Wrote(%d) did not move the position", i)
 		}
 	}
+	if l.Wrote(50) {
+		t.Error("Wrote(50) after 100 moved the position back")
+	}
 	if n := st.puts - puts; n != 0 {
-		t.Errorf("%d stores within the first half second, want 0", n)
+		t.Errorf("%d stores without a Sync, want 0", n)
 	}
-	if err := l.Wrote(101, "e1", t0.Add(1100*time.Millisecond)); err != nil {
+	if err := l.Sync(t0.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if rec, _ := st.get("a"); rec.AckedID != 101 || st.puts-puts != 1 {
-		t.Errorf("after a second: stored %d in %d puts", rec.AckedID, st.puts-puts)
+	if rec, _ := st.get("a"); rec.AckedID != 100 || st.puts-puts != 1 {
+		t.Errorf("after Sync: stored %d in %d puts", rec.AckedID, st.puts-puts)
 	}
-	l.Wrote(150, "e1", t0.Add(1200*time.Millisecond))
-	l.Wrote(3, "e2", t0.Add(1300*time.Millisecond))
-	if rec, _ := st.get("a"); rec.AckedID != 3 || rec.Epoch != "e2" {
-		t.Errorf("a new epoch is not stored at once: %+v", rec)
+	if err := l.Sync(t0.Add(2 * time.Second)); err != nil || st.puts-puts != 1 {
+		t.Errorf("a Sync with nothing new stored again: %d puts, %v", st.puts-puts, err)
 	}
-	l.Wrote(9, "e2", t0.Add(1400*time.Millisecond))
-	if err := l.End(t0.Add(1500 * time.Millisecond)); err != nil {
+	l.Wrote(150)
+	if err := l.End(t0.Add(3 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if rec, _ := st.get("a"); rec.AckedID != 9 || rec.Epoch != "e2" {
-		t.Errorf("at the end: %+v, want 9 under e2", rec)
+	if rec, _ := st.get("a"); rec.AckedID != 150 || rec.Epoch != "e1" || !rec.LastActive.Equal(t0.Add(3*time.Second)) {
+		t.Errorf("at the end: %+v, want 150 under e1, active at its end", rec)
 	}
-	l2, _ := s.Attach(AttachRequest{Name: "a", Epoch: "e2", Now: t0})
-	if l2.State().AckedID != 9 {
-		t.Errorf("the next stream starts at %d, want 9", l2.State().AckedID)
+	l2, _ := s.Attach(AttachRequest{Name: "a", Epoch: "e1", LastID: 200, Now: t0})
+	if got := l2.Start().AckedID; got != 150 {
+		t.Errorf("the next stream starts at %d, want 150", got)
+	}
+	// Taken over, the old stream's position is stored first, and the new
+	// one starts after it; the old one's later writes and its end store
+	// nothing.
+	l2.Wrote(170)
+	l3, err := s.Attach(AttachRequest{Name: "a", Epoch: "e1", LastID: 200, Now: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l3.Start().AckedID; got != 170 {
+		t.Errorf("after a takeover the stream starts at %d, want 170", got)
+	}
+	l2.Wrote(190)
+	l2.Sync(t0.Add(5 * time.Second))
+	l2.End(t0.Add(5 * time.Second))
+	if rec, _ := st.get("a"); rec.AckedID != 170 {
+		t.Errorf("the replaced stream stored %d, want 170 kept", rec.AckedID)
+	}
+}
+
+// TestANewEpochMovesTheConsumerOnAttach: a consumer whose epoch is not the
+// session's any more starts its stream where it was, in its old epoch (the
+// bus makes that an epoch_reset), and is moved to 0 in the session's
+// epoch at once, so acks of the new epoch are taken and compared within
+// it.
+func TestANewEpochMovesTheConsumerOnAttach(t *testing.T) {
+	st := &memConsumers{m: map[string]ConsumerState{}}
+	s := NewConsumerSet(st, []ConsumerState{{Name: "x", Ack: AckExplicit, AckedID: 5, Epoch: "e1"}}, 0, 0)
+	if _, err := s.Ack("x", 3, "e2", 10, t0); !errors.Is(err, ErrEpochMismatch) {
+		t.Errorf("an ack of the new epoch before any stream: %v", err)
+	}
+	l, err := s.Attach(AttachRequest{Name: "x", Epoch: "e2", LastID: 10, Now: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Start(); got.AckedID != 5 || got.Epoch != "e1" {
+		t.Errorf("the stream starts at %d in %q, want 5 in e1", got.AckedID, got.Epoch)
+	}
+	if l.Epoch() != "e2" {
+		t.Errorf("the lease's epoch is %q, want e2", l.Epoch())
+	}
+	if rec, _ := st.get("x"); rec.AckedID != 0 || rec.Epoch != "e2" {
+		t.Errorf("stored %+v, want 0 in e2", rec)
+	}
+	if id, err := s.Ack("x", 3, "e2", 10, t0); err != nil || id != 3 {
+		t.Errorf("an ack of 3 in e2 (below the old 5) = %d, %v; want 3", id, err)
+	}
+	if _, err := s.Ack("x", 4, "e1", 10, t0); !errors.Is(err, ErrEpochMismatch) {
+		t.Errorf("an ack of the old epoch: %v", err)
+	}
+	if got := s.List(10, "e2"); got[0].AckedID != 3 || got[0].Pending != 7 {
+		t.Errorf("List: %+v, want acked 3, 7 pending", got)
+	}
+	// A new consumer whose since is above the session's last id is the
+	// same: an epoch_reset, and 0.
+	l2, err := s.Attach(AttachRequest{Name: "y", Ack: AckExplicit, Since: u64(50), Epoch: "e2", LastID: 10, Now: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l2.Start(); got.AckedID != 50 {
+		t.Errorf("start %+v, want after 50", got)
+	}
+	if rec, _ := st.get("y"); rec.AckedID != 0 || rec.Epoch != "e2" {
+		t.Errorf("stored %+v, want 0 in e2", rec)
+	}
+}
+
+// TestConsumersExpireWithoutAStream: consumer_ttl forgets a consumer with
+// no stream since before the cutoff, never a connected one; 0 keeps them.
+func TestConsumersExpireWithoutAStream(t *testing.T) {
+	st := &memConsumers{m: map[string]ConsumerState{}}
+	s := NewConsumerSet(st, nil, 0, 0)
+	live, _ := s.Attach(AttachRequest{Name: "live", Epoch: "e1", Now: t0})
+	gone, _ := s.Attach(AttachRequest{Name: "gone", Epoch: "e1", Now: t0})
+	gone.End(t0)
+	recent, _ := s.Attach(AttachRequest{Name: "recent", Epoch: "e1", Now: t0})
+	recent.End(t0.Add(time.Hour))
+	if names, err := s.Expire(t0.Add(100*time.Hour), 0); err != nil || names != nil {
+		t.Errorf("Expire with ttl 0 = %v, %v", names, err)
+	}
+	names, err := s.Expire(t0.Add(90*time.Minute), time.Hour)
+	if err != nil || !slices.Equal(names, []string{"gone"}) {
+		t.Errorf("Expire = %v, %v; want [gone]", names, err)
+	}
+	if _, ok := st.get("gone"); ok {
+		t.Error("the expired consumer is still stored")
+	}
+	if live.Replaced() || s.Len() != 2 {
+		t.Errorf("expiry touched the others: %d left", s.Len())
 	}
 }
 

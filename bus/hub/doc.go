@@ -16,7 +16,7 @@
 //   - hub.go: [Hub], [Options], [New] and [Hub.Close].
 //   - registry.go: [Session], [Hub.Create], [Hub.Delete], the tombstones.
 //   - publish.go: [Hub.PublishAs] and its variants, the global copy.
-//   - expire.go: [Hub.ExpireIdle].
+//   - expire.go: [Hub.ExpireIdle], [Hub.ExpireConsumers].
 //   - budget.go: the rings' byte budget, [Hub.TrimRings] (water-filling).
 //   - totals.go: [Hub.Totals], for metrics.
 //   - reload.go: [Hub.SetOptions].
@@ -24,8 +24,9 @@
 //     optional capabilities).
 //   - idempotency.go, shares.go: [Hub.Once] and the fair shares.
 //   - consumers.go: a session's consumers ([ConsumerSet], [Lease]; SPEC
-//     §2.4): attach and takeover, acks, max_consumers; each Session has
-//     one, kept by a [ConsumerJournal] or in memory.
+//     §2.4): attach and takeover, the move to a new epoch, acks, auto
+//     positions, max_consumers, consumer_ttl; each Session has one, kept
+//     by a [ConsumerJournal] or in memory.
 //
 // # The global copy
 //
@@ -90,5 +91,16 @@
 // A session a publish created, with no publish for Options.AutoSessionTTL
 // and no subscriber, is deleted by ExpireIdle, which the daemon calls on a
 // ticker; its localbus:session-closed carries reason "expired". Sessions
-// made by Create never expire.
+// made by Create never expire, and neither does one whose consumer has
+// events pending (it has not acknowledged them). ExpireConsumers, on the
+// same ticker, forgets the consumers that had no stream for
+// Options.ConsumerTTL.
+//
+// # Consumers
+//
+// A ConsumerSet's lock is held across its store's writes (a consumer's
+// record, a synced database transaction in the journal), so one
+// consumer's writes land in order; a stream's writer reports its position
+// under ack mode auto with Lease.Wrote, an atomic store that takes no
+// lock, and stores it with Lease.Sync at most once a second.
 package hub

@@ -7,8 +7,8 @@ import (
 )
 
 // ExpireIdle deletes, as Delete does, every session a publish created that
-// has had no publish since now minus AutoSessionTTL and has no
-// subscriber, and returns their ids, sorted. Their
+// has had no publish since now minus AutoSessionTTL, has no subscriber
+// and no consumer with pending events, and returns their ids, sorted. Their
 // localbus:session-closed carries reason "expired". It does nothing when
 // AutoSessionTTL is 0.
 //
@@ -40,10 +40,12 @@ func (h *Hub) ExpireIdle(now time.Time) []string {
 }
 
 // expire deletes session s if it has been idle since before cutoff and has
-// no subscriber; it reports whether it did.
+// no subscriber and no consumer with pending events (SPEC §2): a service
+// that reads through a consumer comes back for them. It reports whether
+// it did.
 func (h *Hub) expire(s *Session, cutoff time.Time) bool {
 	s.publishMu.Lock()
-	if s.active.After(cutoff) || s.Bus.Stats().Subscribers > 0 {
+	if s.active.After(cutoff) || s.Bus.Stats().Subscribers > 0 || s.consumers.Pending(s.Bus.LastID(), s.Bus.Epoch()) > 0 {
 		s.publishMu.Unlock()
 		return false
 	}
@@ -72,4 +74,36 @@ func (h *Hub) AutoSessionTTL() time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.opts.AutoSessionTTL
+}
+
+// ExpireConsumers forgets, in every session, the consumers that have had no
+// stream for ConsumerTTL (SPEC §2.4), logs each, and returns how many it
+// forgot. It does nothing when ConsumerTTL is 0.
+func (h *Hub) ExpireConsumers(now time.Time) int {
+	h.mu.Lock()
+	ttl := h.opts.ConsumerTTL
+	h.mu.Unlock()
+	if ttl <= 0 {
+		return 0
+	}
+	n := 0
+	for _, s := range h.Sessions() {
+		names, err := s.consumers.Expire(now, ttl)
+		for _, name := range names {
+			h.opts.Logger.Info("consumer expired", "session", s.ID, "consumer", name, "consumer_ttl", ttl)
+		}
+		if err != nil {
+			h.opts.Logger.Error("deleting an expired consumer", "session", s.ID, "err", err)
+		}
+		n += len(names)
+	}
+	return n
+}
+
+// ConsumerTTL returns the time without a stream after which
+// ExpireConsumers forgets a consumer; 0 when they are kept.
+func (h *Hub) ConsumerTTL() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.opts.ConsumerTTL
 }

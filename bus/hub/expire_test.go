@@ -279,3 +279,51 @@ func TestPublishRacingExpiryWithAutoCreateIsNeverRefused(t *testing.T) {
 	}
 	t.Logf("%d of %d sessions expired under publishers", expired, rounds)
 }
+
+// TestAutoSessionWithPendingConsumerEventsDoesNotExpire: a session whose
+// consumer has events it has not acknowledged is kept past the ttl, until
+// the consumer acknowledges them or expires itself (consumer_ttl).
+func TestAutoSessionWithPendingConsumerEventsDoesNotExpire(t *testing.T) {
+	c := newClock()
+	h := newHub(t, hub.Options{AutoCreate: true, AutoSessionTTL: ttl, ConsumerTTL: 3 * ttl, Now: c.Now, Logger: quiet})
+	if _, _, err := h.Publish("a", []bus.Event{ev("x:y", 1), ev("x:y", 2)}); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := h.Session("a")
+	l, err := s.Consumers().Attach(hub.AttachRequest{Name: "svc", Ack: hub.AckExplicit, Epoch: s.Bus.Epoch(), LastID: s.Bus.LastID(), Now: c.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.End(c.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.ExpireIdle(c.Advance(2 * ttl)); len(got) != 0 {
+		t.Fatalf("ExpireIdle with 2 pending = %v, want none", got)
+	}
+	if _, err := s.Consumers().Ack("svc", 2, "", s.Bus.LastID(), c.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.ExpireIdle(c.Now()); fmt.Sprint(got) != "[a]" {
+		t.Fatalf("ExpireIdle once every event is acknowledged = %v, want [a]", got)
+	}
+
+	// The same, kept until its consumer expires.
+	if _, _, err := h.Publish("b", []bus.Event{ev("x:y", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	s, _ = h.Session("b")
+	l, _ = s.Consumers().Attach(hub.AttachRequest{Name: "svc", Ack: hub.AckExplicit, Epoch: s.Bus.Epoch(), LastID: s.Bus.LastID(), Now: c.Now()})
+	l.End(c.Now())
+	if got := h.ExpireIdle(c.Advance(2 * ttl)); len(got) != 0 {
+		t.Fatalf("ExpireIdle with 1 pending = %v, want none", got)
+	}
+	if n := h.ExpireConsumers(c.Now()); n != 0 {
+		t.Fatalf("ExpireConsumers within consumer_ttl = %d", n)
+	}
+	if n := h.ExpireConsumers(c.Advance(ttl)); n != 1 || s.Consumers().Len() != 0 {
+		t.Fatalf("ExpireConsumers after consumer_ttl = %d, %d left", n, s.Consumers().Len())
+	}
+	if got := h.ExpireIdle(c.Now()); fmt.Sprint(got) != "[b]" {
+		t.Fatalf("ExpireIdle once the consumer expired = %v, want [b]", got)
+	}
+}

@@ -63,6 +63,9 @@ type Options struct {
 	// MaxConsumers bounds each session's consumers (SPEC §2.4), shared
 	// by peer with PeerShare; default 64.
 	MaxConsumers int
+	// ConsumerTTL is how long a consumer may go without a stream before
+	// ExpireConsumers forgets it (SPEC §2.4); 0 keeps them.
+	ConsumerTTL time.Duration
 	// MaxRingBytesTotal bounds the bytes the rings of every bus (sessions
 	// and global) retain together; default 1 GiB. Past it the largest rings
 	// evict their oldest events first (see Hub.TrimRings).

@@ -65,3 +65,16 @@ func (h *Hub) ConsumerCount() int {
 	}
 	return n
 }
+
+// ConsumerFigures returns the number of consumers of every session and
+// how many events they have pending together, for metrics.
+func (h *Hub) ConsumerFigures() (consumers int, pending uint64) {
+	for _, s := range h.all() {
+		if s.consumers.Len() == 0 {
+			continue
+		}
+		consumers += s.consumers.Len()
+		pending += s.consumers.Pending(s.Bus.LastID(), s.Bus.Epoch())
+	}
+	return consumers, pending
+}

@@ -29,7 +29,7 @@ func (h *Hub) SetOptions(opts Options) {
 	h.opts.MaxRingBytesTotal = opts.MaxRingBytesTotal
 	h.ringBudget.Store(opts.MaxRingBytesTotal)
 	h.opts.AutoSessionTTL = opts.AutoSessionTTL
-	h.opts.MaxConsumers = opts.MaxConsumers
+	h.opts.MaxConsumers, h.opts.ConsumerTTL = opts.MaxConsumers, opts.ConsumerTTL
 	h.mu.Unlock()
 	h.setKeyWindow(opts.IdempotencyWindow)
 	for _, s := range h.Sessions() {

@@ -1,6 +1,7 @@
 // Package grammar is the grammar of the values a client sends the daemon,
 // parsed once where they enter: resume cursors ([ParseCursor]), queue
-// limits ([ParseMaxQueued]), resume times ([ParseSinceTime]), and JSON as
+// limits ([ParseMaxQueued]), resume times ([ParseSinceTime]), consumer
+// names and ack modes ([ParseConsumer], [ParseAckMode]), and JSON as
 // the bus accepts it for event data ([ScanValue], [ScanString],
 // [SkipSpace]).
 //
@@ -12,6 +13,7 @@
 //
 // # Files
 //
-//   - query.go: cursors, queue limits, resume times and their [Error].
+//   - query.go: cursors, queue limits, resume times, consumers and their
+//     [Error].
 //   - json.go: the JSON scanner.
 package grammar

@@ -194,3 +194,26 @@ func TestPlainRunMatchesAByteLoop(t *testing.T) {
 		}
 	}
 }
+
+func TestConsumerNamesAndAckModes(t *testing.T) {
+	for _, ok := range []string{"a", "A9", "backup", "x.y-z_1", "0", "a..", strings.Repeat("n", 64)} {
+		if got, err := ParseConsumer(ok); err != nil || got != ok {
+			t.Errorf("ParseConsumer(%q) = %q, %v", ok, got, err)
+		}
+	}
+	for _, bad := range []string{"", ".", "..", "-a", "_a", ".a", strings.Repeat("n", 65), "a b", "a/b", "é", "a\n", "a%2F"} {
+		if _, err := ParseConsumer(bad); !isError(err, "consumer") {
+			t.Errorf("ParseConsumer(%q) = %v, want *Error{Field: consumer}", bad, err)
+		}
+	}
+	for in, want := range map[string]AckMode{"auto": AckAuto, "explicit": AckExplicit} {
+		if got, err := ParseAckMode(in); err != nil || got != want {
+			t.Errorf("ParseAckMode(%q) = %q, %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"", "Explicit", "none", "auto "} {
+		if _, err := ParseAckMode(bad); !isError(err, "ack") {
+			t.Errorf("ParseAckMode(%q) = %v, want *Error{Field: ack}", bad, err)
+		}
+	}
+}

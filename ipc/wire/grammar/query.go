@@ -100,3 +100,56 @@ func ParseSinceTime(s string, now time.Time) (time.Time, error) {
 	}
 	return time.Time{}, parseError("sinceTime", s, "want an RFC 3339 time (2026-12-01T20:00:00Z) or a positive duration (10m)")
 }
+
+// MaxConsumerName is the longest name of a consumer (SPEC §2.4).
+const MaxConsumerName = 64
+
+// ParseConsumer parses a consumer's name (?consumer=, or the {name} of a
+// consumer route): [A-Za-z0-9][A-Za-z0-9_.-]{0,63}, so that "." and ".."
+// never name one.
+func ParseConsumer(s string) (string, error) {
+	if !ValidConsumer(s) {
+		return "", parseError("consumer", s, "want a letter or digit, then up to 63 letters, digits, '_', '.' or '-'")
+	}
+	return s, nil
+}
+
+// ValidConsumer reports whether s is a consumer's name, as ParseConsumer
+// accepts it.
+func ValidConsumer(s string) bool {
+	if s == "" || len(s) > MaxConsumerName || !alnum(s[0]) {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; !alnum(c) && c != '_' && c != '.' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+func alnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// AckMode is how a consumer's position moves (SPEC §2.4), fixed when the
+// consumer is created.
+type AckMode string
+
+// The ack modes.
+const (
+	// AckAuto: the position follows what the stream wrote (the default
+	// of a new consumer).
+	AckAuto AckMode = "auto"
+	// AckExplicit: the position moves only when the reader acknowledges.
+	AckExplicit AckMode = "explicit"
+)
+
+// ParseAckMode parses a consumer stream's ?ack=: auto or explicit.
+func ParseAckMode(s string) (AckMode, error) {
+	switch m := AckMode(s); m {
+	case AckAuto, AckExplicit:
+		return m, nil
+	}
+	return "", parseError("ack", s, "want auto or explicit")
+}
