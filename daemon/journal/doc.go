@@ -75,7 +75,13 @@
 // # Durability
 //
 // With SyncAlways, Append returns once its record is on stable storage;
-// concurrent appends share one fdatasync (group commit). A bus calls
+// concurrent appends share one fdatasync (group commit), and one write: an
+// append reserves its record's room in the segment and copies it into the
+// log's pending buffer, and the goroutine that syncs writes every pending
+// record with one pwrite before its fdatasync, outside every bus's lock
+// (wal.go). A publish's session record and its global copy's record, and
+// the records of every publish that shares the sync, reach the file in
+// that one write. A bus calls
 // AppendDeferred under its lock and WaitDurable after releasing it, so
 // concurrent publishers to one bus share the sync too, and the bus shows
 // the events only once they are durable (bus.DeferredStore). With SyncInterval a background goroutine syncs every interval;

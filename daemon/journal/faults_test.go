@@ -32,6 +32,15 @@ func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
 	return f.File.WriteAt(p, off)
 }
 
+// Reserve fails like WriteAt on a full disk: a log synced after every
+// append reserves its records' room when they are appended.
+func (f *faultFile) Reserve(end int64) error {
+	if f.full != nil && f.full.Load() {
+		return syscall.ENOSPC
+	}
+	return f.File.Reserve(end)
+}
+
 func (f *faultFile) Sync() error {
 	if f.delay > 0 {
 		time.Sleep(f.delay) // simulated device latency, not synchronisation

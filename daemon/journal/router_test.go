@@ -27,6 +27,13 @@ func (f fullDisk) WriteAt(p []byte, off int64) (int, error) {
 	return f.File.WriteAt(p, off)
 }
 
+func (f fullDisk) Reserve(end int64) error {
+	if f.full.Load() {
+		return syscall.ENOSPC
+	}
+	return f.File.Reserve(end)
+}
+
 func TestRouterAnswers507OnDiskFullAndKeepsServingReads(t *testing.T) {
 	var full atomic.Bool
 	j, err := journal.Open(journal.Options{

@@ -81,7 +81,8 @@ func (s *segment) grow(end int64) error {
 // through pwrite: each fdatasync leaves the page being filled clean and
 // write-protected, so the next copy into the mapping would fault on it
 // (about 16 µs here, against 4 µs for a small pwrite), under the log's
-// lock.
+// lock. Its appends are written one sync at a time, in one pwrite
+// (wal.syncEach).
 const bigWrite = 32 << 10
 
 func (s *segment) WriteAt(p []byte, off int64) (int, error) {
@@ -106,6 +107,17 @@ func (s *segment) WriteAt(p []byte, off int64) (int, error) {
 	}
 	s.high = max(s.high, int(off)+n)
 	return n, nil
+}
+
+// Reserve allocates the segment on disk up to end at least.
+func (s *segment) Reserve(end int64) error {
+	if end > int64(len(s.data)) {
+		return errSegmentFull
+	}
+	if end > s.alloc {
+		return s.grow(end)
+	}
+	return nil
 }
 
 // Truncate zeroes everything written from size on: the segment keeps its

@@ -19,6 +19,10 @@ import (
 type File interface {
 	// WriteAt writes p at off, within the segment's preallocated size.
 	WriteAt(p []byte, off int64) (int, error)
+	// Reserve allocates the segment on disk up to end at least, so that a
+	// write below end cannot fail for lack of space: a log synced after
+	// every append reserves at append time and writes at the sync.
+	Reserve(end int64) error
 	// Truncate discards what was written from size on.
 	Truncate(size int64) error
 	// Sync makes what was written durable.
@@ -36,8 +40,13 @@ type wal struct {
 	// syncSeconds, if set, is told how long each segment sync took.
 	syncSeconds Observer
 	noSync      bool // SyncNever: rotation does not sync
-	syncEach    bool // SyncAlways: segments take every write through pwrite (see bigWrite)
-	segSize     int64
+	// syncEach (SyncAlways): segments take every write through pwrite
+	// (see bigWrite), and appends only reserve their room and copy their
+	// records into pend: the sync that makes them durable writes them
+	// with one pwrite, so a group of appends that share a sync costs one
+	// write, done by the syncing goroutine outside every bus's lock.
+	syncEach bool
+	segSize  int64
 
 	syncMu sync.Mutex // held by the goroutine syncing and by rotate/close; taken before mu
 	// Appends wait for a sync under way on waiting, not in syncMu's
@@ -60,7 +69,13 @@ type wal struct {
 	off    int64  // bytes written to the current segment
 	lsn    uint64 // bytes appended since Open
 	dirty  bool   // off must be restored by truncating before the next write
-	closed bool
+	// pend holds the records appended to the current segment, from
+	// pendOff, that are not written to it yet (syncEach); spare is the
+	// buffer a sync writes from, kept for the next swap.
+	pend    []byte
+	pendOff int64
+	spare   []byte
+	closed  bool
 	failed error // a failed sync: the log can no longer promise durability
 }
 
@@ -165,9 +180,12 @@ func (w *wal) create(seq uint64, size int64) (File, error) {
 }
 
 // nextLocked starts the next segment, with room for need bytes at least;
-// the current one waits in w.old to be synced (or, with noSync, is closed).
-// w.mu must be held.
+// the current one, once what it pends is written, waits in w.old to be
+// synced (or, with noSync, is closed). w.mu must be held.
 func (w *wal) nextLocked(need int64) error {
+	if err := w.flushLocked(); err != nil {
+		return err
+	}
 	f, size, err := w.createFitting(w.seq+1, need)
 	if err != nil {
 		return err
@@ -207,6 +225,18 @@ func (w *wal) append(p []byte) (lsn, seq uint64, err error) {
 			return 0, 0, err
 		}
 	}
+	if w.syncEach {
+		if err := w.f.Reserve(w.off + int64(len(p))); err != nil {
+			return 0, 0, classify(err)
+		}
+		if len(w.pend) == 0 {
+			w.pendOff = w.off
+		}
+		w.pend = append(w.pend, p...)
+		w.off += int64(len(p))
+		w.lsn += uint64(len(p))
+		return w.lsn, w.seq, nil
+	}
 	n, err := w.f.WriteAt(p, w.off)
 	if err != nil {
 		if n > 0 {
@@ -219,6 +249,25 @@ func (w *wal) append(p []byte) (lsn, seq uint64, err error) {
 	w.lsn += uint64(n)
 	return w.lsn, w.seq, nil
 }
+
+// flushLocked writes the records the current segment pends. A write that
+// fails fails the log: the appends that wait for those records can no
+// longer be made durable. w.mu must be held.
+func (w *wal) flushLocked() error {
+	if len(w.pend) == 0 {
+		return nil
+	}
+	_, err := w.f.WriteAt(w.pend, w.pendOff)
+	w.pend = w.pend[:0]
+	if err != nil {
+		w.failed = fmt.Errorf("journal: write: %w", classify(err))
+		return w.failed
+	}
+	return nil
+}
+
+// maxSpare is the largest write buffer the log keeps between syncs.
+const maxSpare = 1 << 20
 
 // held returns the segments on disk, oldest first, with the log offsets
 // where they start; the last is the current one.
@@ -300,8 +349,32 @@ func (w *wal) syncLocked() error {
 	}
 	f, old, target := w.f, w.old, w.lsn
 	w.old = nil
+	// What the current segment pends is written here, outside w.mu: the
+	// appends that come meanwhile pend in the spare buffer (or, should
+	// they fill the segment, write theirs to it at other offsets).
+	buf, bufOff := w.pend, w.pendOff
+	w.pend, w.spare = w.spare[:0], nil
 	w.mu.Unlock()
 	var err error
+	if len(buf) > 0 {
+		if _, werr := f.WriteAt(buf, bufOff); werr != nil {
+			err = fmt.Errorf("journal: write: %w", classify(werr))
+			w.mu.Lock()
+			w.failed = err
+			w.mu.Unlock()
+		}
+	}
+	if cap(buf) <= maxSpare {
+		w.mu.Lock()
+		w.spare = buf[:0]
+		w.mu.Unlock()
+	}
+	if err != nil {
+		for _, o := range old {
+			o.Close()
+		}
+		return err
+	}
 	for _, o := range old {
 		if serr := o.Sync(); err == nil {
 			err = serr
@@ -386,6 +459,9 @@ func (w *wal) close() (uint64, error) {
 		return w.seq, nil
 	}
 	w.closed = true
+	if w.f != nil {
+		w.flushLocked() // not synced: as before, Close does not sync
+	}
 	for _, o := range w.old {
 		o.Close()
 	}
