@@ -60,15 +60,15 @@ type wal struct {
 	waiters int       // appends waiting on waiting; guarded by waitMu
 	synced  atomic.Uint64
 
-	mu     sync.Mutex // guards the fields below
-	live   []segStart // the segments on disk, oldest first; the last is the current one
-	f      File
-	cap    int64  // current segment's size
-	old    []File // full segments not yet synced and closed
-	seq    uint64 // current segment number
-	off    int64  // bytes written to the current segment
-	lsn    uint64 // bytes appended since Open
-	dirty  bool   // off must be restored by truncating before the next write
+	mu    sync.Mutex // guards the fields below
+	live  []segStart // the segments on disk, oldest first; the last is the current one
+	f     File
+	cap   int64  // current segment's size
+	old   []File // full segments not yet synced and closed
+	seq   uint64 // current segment number
+	off   int64  // bytes written to the current segment
+	lsn   uint64 // bytes appended since Open
+	dirty bool   // off must be restored by truncating before the next write
 	// pend holds the records appended to the current segment, from
 	// pendOff, that are not written to it yet (syncEach); spare is the
 	// buffer a sync writes from, kept for the next swap.
@@ -76,7 +76,7 @@ type wal struct {
 	pendOff int64
 	spare   []byte
 	closed  bool
-	failed error // a failed sync: the log can no longer promise durability
+	failed  error // a failed sync: the log can no longer promise durability
 }
 
 // segStart is a segment of the log and the log offset where it starts.
