@@ -121,20 +121,20 @@ func TestReadmeClientExamplesFindTheDaemonThroughLocalbusSocket(t *testing.T) {
 	}
 
 	clients := []struct {
-		name string
-		cmd  []string
-		code string
+		name, pkg string
+		cmd       []string
+		code      string
 	}{
-		{"python", []string{"/usr/bin/python3", "-c"}, readmeBlock(t, "python", "websockets")},
-		{"node", []string{"node", "-e"}, readmeBlock(t, "js", "ws+unix://")},
+		{"python", "python3", []string{"/usr/bin/python3", "-c"}, readmeBlock(t, "python", "websockets")},
+		{"node", "nodejs", []string{"node", "-e"}, readmeBlock(t, "js", "ws+unix://")},
 	}
 	for _, cl := range clients {
 		t.Run(cl.name, func(t *testing.T) {
 			if _, err := exec.LookPath(cl.cmd[0]); err != nil {
-				t.Skipf("%s is not installed", cl.cmd[0])
+				t.Skipf("%s is not installed (Debian package %s)", cl.cmd[0], cl.pkg)
 			}
 			if cl.name == "node" {
-				requireNodeWS(t, env)
+				requireNodeWS(t, env, os.Getenv("LOCALBUS_TEST_NO_INSTALL") == "1")
 			}
 			lines := startFollower(t, env, cl.cmd[0], append(cl.cmd[1:], cl.code)...)
 			waitSubscribers(t, c, "build-17", 1)
@@ -192,12 +192,72 @@ func checkResumesAcrossReload(t *testing.T, c *client.Client, session string, ne
 
 // requireNodeWS fails the test unless node, with env, finds the ws module.
 // scripts/test installs it into scripts/.deps and sets NODE_PATH, the one
-// place the module path is set; the tests inherit it.
-func requireNodeWS(t *testing.T, env []string) {
+// place the module path is set; the tests inherit it. Under scripts/test
+// --no-install (noInstall), which tests with what is there and says that
+// the tests needing a missing program skip, the test skips instead, saying
+// how to get ws.
+func requireNodeWS(t testing.TB, env []string, noInstall bool) {
 	t.Helper()
 	cmd := exec.Command("node", "-e", "require('ws')")
 	cmd.Env = env
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("node cannot load ws (NODE_PATH=%q): %v\n%s\nscripts/test installs it into scripts/.deps and sets NODE_PATH", os.Getenv("NODE_PATH"), err, out)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		return
+	}
+	nodePath := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "NODE_PATH="); ok {
+			nodePath = v
+		}
+	}
+	if noInstall {
+		t.Skipf("node cannot load ws (NODE_PATH=%q), and scripts/test --no-install installs nothing: scripts/test installs it into scripts/.deps with npm", nodePath)
+	}
+	t.Fatalf("node cannot load ws (NODE_PATH=%q): %v\n%s\nscripts/test installs it into scripts/.deps and sets NODE_PATH", nodePath, err, out)
+}
+
+// verdictTB records how a check ended the test it was given: Skipf and
+// Fatalf end the calling goroutine, as testing's do.
+type verdictTB struct {
+	testing.TB
+	verdict string
+}
+
+func (v *verdictTB) Helper() {}
+func (v *verdictTB) Skipf(format string, args ...any) {
+	v.verdict = "skip: " + fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+func (v *verdictTB) Fatalf(format string, args ...any) {
+	v.verdict = "fail: " + fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// Without ws, the README's Node snippet cannot run: scripts/test installs
+// ws, so there a missing ws is a failure; scripts/test --no-install says
+// the tests that need a missing program skip, so there it is a skip.
+func TestANodeWithoutWSFailsUnlessNothingWasInstalled(t *testing.T) {
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skipf("node is not installed (Debian package nodejs): %v", err)
+	}
+	empty := t.TempDir()
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + empty, "NODE_PATH=" + empty}
+	for _, tt := range []struct {
+		noInstall bool
+		want      string
+	}{
+		{false, "fail: node cannot load ws"},
+		{true, "skip: node cannot load ws"},
+	} {
+		v := &verdictTB{TB: t}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			requireNodeWS(v, env, tt.noInstall)
+		}()
+		<-done
+		if !strings.HasPrefix(v.verdict, tt.want) || !strings.Contains(v.verdict, "scripts/.deps") {
+			t.Errorf("requireNodeWS without ws, noInstall %v: %q, want %q… naming scripts/.deps", tt.noInstall, v.verdict, tt.want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -30,9 +31,7 @@ func systemdCommand() *cli.Command {
 			return nil, "", err
 		}
 		if problem = systemd.BinaryProblem(us, bin); problem != "" {
-			problem += fmt.Sprintf("; install the binary where the service can run it, then name it:\n"+
-				"  install -m 0755 %s /usr/local/bin/\n"+
-				"  localbus systemd %s --binary /usr/local/bin/localbus", bin, c.Command.Name)
+			problem += "; " + binaryHint(bin, c.Command.Name, c.Bool("user"), c.String("dir"))
 		}
 		return us, problem, nil
 	}
@@ -70,7 +69,9 @@ func systemdCommand() *cli.Command {
 					"\n" +
 					"The system service runs as an unprivileged user of its own and cannot see home\n" +
 					"directories or /tmp, so it refuses (exit 1) a --binary there, or one others cannot\n" +
-					"run (install -m 0755 localbus /usr/local/bin/ first); --force installs anyway.",
+					"run (install -m 0755 localbus /usr/local/bin/ first). Both refuse a binary in the Go\n" +
+					"build cache or a temporary directory, where go run builds one (for --user, put it in\n" +
+					"~/.local/bin first); --force installs anyway.",
 				Flags: []cli.Flag{userFlag, binFlag,
 					&cli.StringFlag{Name: "dir", Usage: "install into this directory instead"},
 					&cli.BoolFlag{Name: "force", Usage: "install even when the service could not run the binary"},
@@ -108,4 +109,36 @@ func systemdCommand() *cli.Command {
 			},
 		},
 	}
+}
+
+// binaryHint says how to put the binary where the service of command
+// ("print" or "install") can run it, and how to name it there: a user
+// directory for the per-user service, /usr/local/bin for the system one.
+// The command it suggests keeps --user and --dir as they were given.
+func binaryHint(bin, command string, user bool, dir string) string {
+	dest, install, flags := "/usr/local/bin/localbus", "install -m 0755 "+shellWord(bin)+" /usr/local/bin/", ""
+	if user {
+		// The shell expands ~ at the start of each word, so both lines paste as they are.
+		dest = "~/.local/bin/localbus"
+		install = "install -D -m 0755 " + shellWord(bin) + " " + dest
+		flags = " --user"
+	}
+	if dir != "" {
+		flags += " --dir " + shellWord(dir)
+	}
+	return fmt.Sprintf("install the binary where the service can run it, then name it:\n"+
+		"  %s\n"+
+		"  localbus systemd %s%s --binary %s\n"+
+		"(in a checkout, go build -o %s ./cmd/localbus builds one there)", install, command, flags, dest, dest)
+}
+
+// shellWord quotes s for a POSIX shell when it holds anything but the
+// characters a path usually has.
+func shellWord(s string) string {
+	for _, r := range s {
+		if !strings.ContainsRune("/._-+,:=@%", r) && (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') {
+			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+		}
+	}
+	return s
 }

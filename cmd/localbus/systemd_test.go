@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/localbus/localbus/daemon/daemontest"
 )
 
 func TestSystemdPrintShowsBothUnitsWithTheBinary(t *testing.T) {
@@ -92,20 +94,77 @@ func TestSystemdInstallRefusesABinaryUnderAProtectedHome(t *testing.T) {
 // A binary that go run or go test built lives in a temporary directory
 // (this test's does too): a unit naming it would break once that is
 // cleaned, so install refuses it, for the per-user service as well, and
-// says how to install one.
+// says how to install one: for --user into the user's own ~/.local/bin,
+// with a command that keeps --user and --dir; for the system service into
+// /usr/local/bin. The command the hint gives is then accepted.
 func TestSystemdInstallRefusesABinaryInATemporaryDirectory(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "units")
-	r := runBin(t, "", "systemd", "install", "--user", "--dir", dir)
-	if r.code != exitUsage {
-		t.Errorf("systemd install --user from a temporary build: exit %d, want %d", r.code, exitUsage)
+	bin := daemontest.Binary(t)
+	for _, tt := range []struct {
+		name  string
+		flags []string
+		says  []string
+		never []string
+	}{
+		{"user", []string{"--user"},
+			[]string{"a temporary directory", "install -D -m 0755 " + bin + " ~/.local/bin/localbus\n",
+				" --user --dir ", " --binary ~/.local/bin/localbus\n", "go build -o ~/.local/bin/localbus ./cmd/localbus", "--force"},
+			[]string{"/usr/local/bin"}},
+		{"system", nil,
+			[]string{"the service would run " + bin, "install -m 0755 " + bin + " /usr/local/bin/\n",
+				" --binary /usr/local/bin/localbus\n", "go build -o /usr/local/bin/localbus ./cmd/localbus", "--force"},
+			[]string{"--user", "~/.local"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "units")
+			r := runBin(t, "", append([]string{"systemd", "install", "--dir", dir}, tt.flags...)...)
+			if r.code != exitUsage {
+				t.Errorf("systemd install %v from a temporary build: exit %d, want %d", tt.flags, r.code, exitUsage)
+			}
+			for _, want := range tt.says {
+				if !strings.Contains(r.stderr, want) {
+					t.Errorf("stderr %q does not say %q", r.stderr, want)
+				}
+			}
+			for _, never := range tt.never {
+				if strings.Contains(r.stderr, never) {
+					t.Errorf("stderr %q says %q", r.stderr, never)
+				}
+			}
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Errorf("refused install left %s behind (%v)", dir, err)
+			}
+
+			// The command the hint suggests, with ~ as a home the service can
+			// see, installs the units.
+			var suggested []string
+			for line := range strings.Lines(r.stderr) {
+				if rest, ok := strings.CutPrefix(line, "  localbus "); ok {
+					suggested = strings.Fields(strings.ReplaceAll(rest, "~/", "/home/alice/"))
+				}
+			}
+			if suggested == nil {
+				t.Fatalf("stderr %q suggests no localbus command", r.stderr)
+			}
+			if r := runBin(t, "", suggested...); r.code != exitOK || r.stderr != "" {
+				t.Errorf("the suggested localbus %v: exit %d, stderr %q; want 0 and nothing", suggested, r.code, r.stderr)
+			}
+			if b, err := os.ReadFile(filepath.Join(dir, "localbus.service")); err != nil || !strings.Contains(string(b), "ExecStart=/") || strings.Contains(string(b), bin) {
+				t.Errorf("the suggested command did not install a service for the new binary: %v\n%s", err, b)
+			}
+		})
 	}
-	for _, want := range []string{"a temporary directory", "install -m 0755 ", "--binary /usr/local/bin/localbus", "--force"} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("stderr %q does not say %q", r.stderr, want)
+}
+
+func TestShellWordQuotesOnlyWhatNeedsIt(t *testing.T) {
+	for in, want := range map[string]string{
+		"/usr/local/bin/localbus":          "/usr/local/bin/localbus",
+		"/home/al ice/bin/localbus":        "'/home/al ice/bin/localbus'",
+		"/tmp/it's/localbus":               `'/tmp/it'\''s/localbus'`,
+		"/root/.cache/go-build/ab/x-1.2_3": "/root/.cache/go-build/ab/x-1.2_3",
+	} {
+		if got := shellWord(in); got != want {
+			t.Errorf("shellWord(%q) = %s, want %s", in, got, want)
 		}
-	}
-	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Errorf("refused install left %s behind (%v)", dir, err)
 	}
 }
