@@ -7,7 +7,8 @@
 # files, and the arm64 binary must be an ELF for aarch64.
 #
 # It installs a package, so it needs root. It refuses (not ok) to run where a
-# localbus package or /usr/bin/localbus is already there, and it moves
+# localbus package or /usr/bin/localbus is already there, or localbus units
+# or enable links in /etc/systemd/system (a build from source), and it moves
 # /etc/localbus, /var/lib/localbus and /var/lib/private/localbus aside and
 # back, so a running daemon's state is never touched.
 #
@@ -51,6 +52,17 @@ case "$status" in
   *) fail "a localbus package is already on this machine ($status): remove it (dpkg -P localbus) to run this test" ;;
 esac
 [ -e /usr/bin/localbus ] && fail "/usr/bin/localbus already exists: move it away to run this test"
+# Nor units installed from source (localbus systemd install) or an
+# administrator's enable link: deb-systemd-helper prefers a unit in
+# /etc/systemd/system to the package's, takes an existing enable link for
+# the package's own, and the purge would then remove that link.
+for u in localbus.socket localbus.service; do
+  for p in /etc/systemd/system/$u /etc/systemd/system/*.wants/$u; do
+    if [ -e "$p" ] || [ -L "$p" ]; then
+      fail "$p already exists (units installed from source, or enabled by hand): the package's scripts would take it for their own and the purge could remove it; move it away (and systemctl daemon-reload) to run this test"
+    fi
+  done
+done
 
 tmp=$(mktemp -d)
 aside=()    # paths moved aside, to put back
@@ -134,8 +146,8 @@ arm_deb=$tmp/dist/localbus_${version}_arm64.deb
 
 # Lintian: no error, and no override (the package ships none, so no tag is
 # silenced; the one warning it reports, shared-library-lacks-prerequisites,
-# is a static PIE binary without DT_NEEDED, as every Go PIE built without
-# cgo is).
+# is a PIE binary with an interpreter and no DT_NEEDED, as every Go PIE built
+# without cgo is).
 dpkg-deb -c "$deb" | grep -q 'usr/share/lintian/overrides' && fail "the .deb ships a lintian override"
 for d in "$deb" "$arm_deb"; do
   lintian --no-cfg --fail-on error "$d" >"$tmp/lintian.out" 2>&1 || fail "lintian $(basename "$d"): $(cat "$tmp/lintian.out")"

@@ -35,7 +35,7 @@
 // them. The files are usable as shipped, with ExecStart= running
 // [DefaultBinary]. [UnitsForGroup] renders the system units for a static
 // socket group, as the .deb and .rpm install them (SocketGroup=localbus, the
-// service's dynamic user named [ServiceUser]); a packaged binary, stamped by
-// scripts/package, renders them so from [Units] too, so its
-// "localbus systemd print" shows what the package installed.
+// service's dynamic user named [ServiceUser], and comments that say so); a
+// packaged binary, stamped by scripts/package, renders them so from [Units]
+// too, so its "localbus systemd print" shows what the package installed.
 package systemd

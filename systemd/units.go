@@ -100,26 +100,59 @@ func UnitsForGroup(user bool, binary, group string) ([]Unit, error) {
 	return units, nil
 }
 
-// The lines of the embedded system units that withGroup changes.
+// The lines of the embedded system units that withGroup changes, and the
+// comments that say who may connect and who the service runs as.
 const (
 	socketGroupLine = "#SocketGroup=localbus-users\n"
 	dynamicUserLine = "DynamicUser=yes\n"
+	// The socket's paragraph on access, from its first line to the end of
+	// the example that names a group by hand.
+	socketAccessFrom = "# Access is by file permissions"
+	socketAccessTo   = "#   systemctl restart localbus.socket\n#\n"
+	serviceUserLine  = "# a user and group \"localbus\", named after the unit, allocated while it runs.\n"
 )
 
 // withGroup sets the socket's group in the unit file s of the unit name, or
-// names the service's dynamic user. It reports false when the line it
-// changes is missing.
+// names the service's dynamic user, and makes the comments say so. It
+// reports false when a line it changes is missing.
 func withGroup(name, s, group string) (string, bool) {
 	switch name {
 	case "localbus.socket":
+		access := "# Access is by file permissions: root and members of the static group\n" +
+			"# " + group + " may connect (SocketMode=0660, SocketGroup= below). To let a\n" +
+			"# user in:\n" +
+			"#\n" +
+			"#   usermod -aG " + group + " alice     # alice logs in again to get it\n" +
+			"#\n" +
+			"# The service's dynamic user is " + ServiceUser + " (User= in localbus.service): systemd\n" +
+			"# will not allocate a dynamic user named like a static group.\n" +
+			"#\n"
+		s, ok := replaceSpan(s, socketAccessFrom, socketAccessTo, access)
 		repl := "# Members of the group " + group + " may connect.\nSocketGroup=" + group + "\n"
-		return strings.Replace(s, socketGroupLine, repl, 1), strings.Contains(s, socketGroupLine)
+		return strings.Replace(s, socketGroupLine, repl, 1), ok && strings.Contains(s, socketGroupLine)
 	case "localbus.service":
 		repl := dynamicUserLine + "# Not " + group + ": a static group of that name exists, and systemd would\n" +
 			"# refuse to allocate a dynamic user of the same name.\nUser=" + ServiceUser + "\n"
-		return strings.Replace(s, dynamicUserLine, repl, 1), strings.Contains(s, dynamicUserLine)
+		ok := strings.Contains(s, dynamicUserLine) && strings.Contains(s, serviceUserLine)
+		s = strings.Replace(s, serviceUserLine, "# a user and group \""+ServiceUser+"\" (User=), allocated while it runs.\n", 1)
+		return strings.Replace(s, dynamicUserLine, repl, 1), ok
 	}
 	return s, true
+}
+
+// replaceSpan replaces the text of s from the first from up to and
+// including the next to with repl. It reports false, and returns s, when
+// there is no such span.
+func replaceSpan(s, from, to, repl string) (string, bool) {
+	i := strings.Index(s, from)
+	if i < 0 {
+		return s, false
+	}
+	j := strings.Index(s[i:], to)
+	if j < 0 {
+		return s, false
+	}
+	return s[:i] + repl + s[i+j+len(to):], true
 }
 
 // validGroup reports whether g is a portable user or group name.

@@ -405,6 +405,19 @@ func TestUnitsForGroup(t *testing.T) {
 		t.Errorf("SocketGroup=%q User=%q DynamicUser=%q ExecStart=%q; want localbus, %s, yes, /usr/bin/localbus serve",
 			sock["Socket"]["SocketGroup"], svc["Service"]["User"], svc["Service"]["DynamicUser"], svc["Service"]["ExecStart"], ServiceUser)
 	}
+	// The comments say who the packaged units run as and let in, and name
+	// no other binary.
+	all := string(unitByName(t, units, "localbus.socket").Content) + string(unitByName(t, units, "localbus.service").Content)
+	for _, want := range []string{`a user and group "` + ServiceUser + `" (User=)`, "members of the static group\n# localbus may connect", "usermod -aG localbus alice"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("the units for the group localbus do not say %q", want)
+		}
+	}
+	for _, never := range []string{`"localbus", named after the unit`, "Name it other than", "/usr/local/bin"} {
+		if strings.Contains(all, never) {
+			t.Errorf("the units for the group localbus still say %q", never)
+		}
+	}
 	// The user units and the units without a group are those shipped.
 	for _, user := range []bool{false, true} {
 		plain, err := Units(user, "/usr/bin/localbus")
@@ -420,6 +433,11 @@ func TestUnitsForGroup(t *testing.T) {
 		}
 		if _, ok := directives(t, unitByName(t, plain, "localbus.socket").Content)["Socket"]["SocketGroup"]; ok {
 			t.Errorf("%s: a build from source sets SocketGroup=", variant(user))
+		}
+		for _, u := range plain {
+			if strings.Contains(string(u.Content), DefaultBinary) {
+				t.Errorf("%s %s for /usr/bin/localbus still names %s", variant(user), u.Name, DefaultBinary)
+			}
 		}
 	}
 	for _, bad := range []string{"Localbus", "1bus", "-bus", "a b", "bus\nExecStart=/bin/sh", strings.Repeat("a", 32)} {

@@ -2,11 +2,14 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 )
 
 // repoRoot is the repository's top level, seen from this package.
@@ -105,4 +108,80 @@ func TestReadmeRunAndTestCommandsAreTheOnesThatWork(t *testing.T) {
 	if !calls {
 		t.Errorf(".ci/run does not run the README's test command %q:\n%s", testCmd, ci)
 	}
+}
+
+// TestReadmeInstallsFromACheckoutWithFlagsThatExist pins the README's
+// install paths: the module is not published, so every go command in
+// "Install" and "systemd" builds a package of the checkout (never
+// module@version), and every localbus command there names a command and
+// flags the binary has.
+func TestReadmeInstallsFromACheckoutWithFlagsThatExist(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := newApp(io.Discard, io.Discard)
+	checked := 0
+	for _, heading := range []string{"Install", "systemd"} {
+		for _, block := range fencedBlocks(t, string(readme), heading) {
+			for _, line := range block {
+				f := strings.Fields(command(line))
+				if len(f) > 0 && f[0] == "sudo" {
+					f = f[1:]
+				}
+				switch {
+				case len(f) > 1 && f[0] == "go":
+					if f[1] != "build" && f[1] != "install" || !strings.HasPrefix(f[len(f)-1], "./") || strings.Contains(line, "@") {
+						t.Errorf("%s: %q does not build a package of the checkout", heading, line)
+					}
+					checked++
+				case len(f) > 1 && filepath.Base(f[0]) == "localbus":
+					if err := knownCommandAndFlags(app.Commands, f[1:]); err != nil {
+						t.Errorf("%s: %q: %v", heading, line, err)
+					}
+					checked++
+				}
+			}
+		}
+	}
+	if checked < 4 {
+		t.Errorf("checked %d go and localbus commands in Install and systemd, want at least 4", checked)
+	}
+}
+
+// knownCommandAndFlags reports whether args, after the program's name,
+// start with a command path of cmds and give only flags that command has.
+func knownCommandAndFlags(cmds []*cli.Command, args []string) error {
+	var cmd *cli.Command
+	for len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		var next *cli.Command
+		for _, c := range cmds {
+			if c.HasName(args[0]) {
+				next = c
+			}
+		}
+		if next == nil {
+			break
+		}
+		cmd, cmds, args = next, next.Subcommands, args[1:]
+	}
+	if cmd == nil {
+		return fmt.Errorf("no such command")
+	}
+	for _, a := range args {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		found := false
+		for _, fl := range cmd.Flags {
+			for _, n := range fl.Names() {
+				found = found || n == name
+			}
+		}
+		if !found {
+			return fmt.Errorf("%s has no flag %s", cmd.Name, a)
+		}
+	}
+	return nil
 }
