@@ -14,37 +14,20 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/localbus/localbus/ipc/client"
 	"github.com/localbus/localbus/ipc/wire"
 )
 
 // socketPath returns the socket the CLI dials: --socket (or
-// $LOCALBUS_SOCKET) when set, else the default for this user
-// (client.DefaultSocketPath). A non-root user whose own socket does not
-// exist gets the system socket when that exists: the system service
-// serves users in its socket group.
+// $LOCALBUS_SOCKET) when set, else client.SocketPath: the default for this
+// user, or the system socket for a non-root user whose own socket does not
+// exist when that exists (the system service serves users in its socket
+// group).
 func socketPath(c *cli.Context) string {
 	if s := c.String("socket"); s != "" {
 		return s
 	}
-	return defaultSocket(os.Geteuid(), os.Getenv, exists)
-}
-
-// defaultSocket is the rule of socketPath without a flag, for the user
-// euid with the environment getenv; exists reports whether a path exists.
-func defaultSocket(euid int, getenv func(string) string, exists func(string) bool) string {
-	own := wire.SocketPathFor(euid, getenv)
-	if euid == 0 {
-		return wire.SystemSocketPath
-	}
-	if !exists(own) && exists(wire.SystemSocketPath) {
-		return wire.SystemSocketPath
-	}
-	return own
-}
-
-func exists(path string) bool {
-	_, err := os.Lstat(path)
-	return err == nil
+	return client.SocketPath()
 }
 
 // socketsTried lists, in the order socketPath considers them, the sockets

@@ -16,7 +16,6 @@ import (
 	"testing"
 
 	"github.com/localbus/localbus/daemon/daemontest"
-	"github.com/localbus/localbus/ipc/wire"
 )
 
 // nobody is the unprivileged user the tests run the CLI as when they run
@@ -144,33 +143,6 @@ func TestNonRootCLIFallsBackToTheSystemSocket(t *testing.T) {
 	}
 	if r := runAs(t, uid, env, bin, "socket"); r.stdout != own+"\n" {
 		t.Errorf("localbus socket with a socket of its own: stdout %q, want %q", r.stdout, own)
-	}
-}
-
-func TestDefaultSocketRule(t *testing.T) {
-	env := func(k string) string {
-		if k == "XDG_RUNTIME_DIR" {
-			return "/run/user/1000"
-		}
-		return ""
-	}
-	own := "/run/user/1000/localbus/localbus.sock"
-	tests := []struct {
-		name    string
-		euid    int
-		present []string
-		want    string
-	}{
-		{"root", 0, nil, wire.SystemSocketPath},
-		{"user with a daemon of their own", 1000, []string{own, wire.SystemSocketPath}, own},
-		{"user with only the system daemon", 1000, []string{wire.SystemSocketPath}, wire.SystemSocketPath},
-		{"user with no daemon", 1000, nil, own},
-	}
-	for _, tt := range tests {
-		exists := func(p string) bool { return strings.Contains(strings.Join(tt.present, "\n"), p) }
-		if got := defaultSocket(tt.euid, env, exists); got != tt.want {
-			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
-		}
 	}
 }
 

@@ -6,8 +6,10 @@
 // # Connecting
 //
 // The zero Client dials DefaultSocketPath(), the socket the daemon of the
-// same user listens on. Set Socket for another socket, or URL and Key for
-// the daemon's loopback TCP listener:
+// same user listens on. Set Socket for another socket, such as SocketPath(),
+// the one the localbus command dials ($LOCALBUS_SOCKET when set, and the
+// system daemon's for a user who runs none), or URL and Key for the
+// daemon's loopback TCP listener:
 //
 //	c := &client.Client{URL: "http://127.0.0.1:8001", Key: os.Getenv("LOCALBUS_KEY")}
 //
