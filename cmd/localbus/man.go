@@ -13,7 +13,8 @@ import (
 // manCommand writes the manual pages, generated from the command
 // definitions so they never drift from them: scripts/package runs it.
 // urfave/cli renders one page per App, so each command is wrapped as an
-// App of its own, "localbus-<command>".
+// App of its own, "localbus-<command>"; its SYNOPSIS reads
+// "localbus <command>".
 func manCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "man",
@@ -84,6 +85,14 @@ func manPages() ([]manPage, error) {
 		if err != nil {
 			return nil, fmt.Errorf("man page of %s: %w", cmd.Name, err)
 		}
+		// The page keeps the App's name, localbus-<command>, as its title
+		// and NAME, which man and whatis find it by; its SYNOPSIS shows the
+		// command as it is typed.
+		synopsis := "\n.SH SYNOPSIS\n" + sub.Name + "\n"
+		if !strings.Contains(text, synopsis) {
+			return nil, fmt.Errorf("man page of %s: no SYNOPSIS line %q", cmd.Name, sub.Name)
+		}
+		text = strings.Replace(text, synopsis, "\n.SH SYNOPSIS\nlocalbus "+cmd.Name+"\n", 1)
 		pages = append(pages, manPage{"localbus-" + cmd.Name + ".1", text})
 	}
 	return pages, nil

@@ -53,6 +53,9 @@ func TestManPagesOnePerCommand(t *testing.T) {
 		if !strings.HasPrefix(page, ".nh\n.TH localbus-"+cmd.Name+" 1") || !strings.Contains(page, `localbus-`+cmd.Name+` \- `) {
 			t.Errorf("localbus-%s.1 does not open as a section 1 page of localbus-%s:\n%.200s", cmd.Name, cmd.Name, page)
 		}
+		if !strings.Contains(page, "\n.SH SYNOPSIS\nlocalbus "+cmd.Name+"\n") {
+			t.Errorf("localbus-%s.1's SYNOPSIS does not read \"localbus %s\":\n%.300s", cmd.Name, cmd.Name, page)
+		}
 		for _, f := range cmd.VisibleFlags() {
 			if !strings.Contains(page, "--"+f.Names()[0]) {
 				t.Errorf("localbus-%s.1 does not name --%s", cmd.Name, f.Names()[0])
