@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,9 +12,12 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/daemon/daemontest"
 	"github.com/localbus/localbus/ipc/client"
 )
@@ -101,7 +105,8 @@ func startFollower(t *testing.T, env []string, name string, args ...string) <-ch
 
 func TestReadmeClientExamplesFindTheDaemonThroughLocalbusSocket(t *testing.T) {
 	t.Parallel()
-	d := daemontest.Start(t, daemontest.Options{})
+	opts := daemontest.Options{Dir: t.TempDir(), Durable: true}
+	d := daemontest.Start(t, opts)
 	c := apiClient(t, d)
 	bin := daemontest.Binary(t)
 	if err := os.Chmod(filepath.Dir(bin), 0o755); err != nil {
@@ -129,6 +134,9 @@ func TestReadmeClientExamplesFindTheDaemonThroughLocalbusSocket(t *testing.T) {
 		{"node", "nodejs", []string{"node", "-e"}, readmeBlock(t, "js", "ws+unix://")},
 	}
 	for _, cl := range clients {
+		// A subtest that restarts the daemon ties the new one to itself; the
+		// next subtest gets one of its own, on the same journal.
+		restarted := false
 		t.Run(cl.name, func(t *testing.T) {
 			if _, err := exec.LookPath(cl.cmd[0]); err != nil {
 				t.Skipf("%s is not installed (Debian package %s)", cl.cmd[0], cl.pkg)
@@ -138,7 +146,18 @@ func TestReadmeClientExamplesFindTheDaemonThroughLocalbusSocket(t *testing.T) {
 			}
 			lines := startFollower(t, env, cl.cmd[0], append(cl.cmd[1:], cl.code)...)
 			waitSubscribers(t, c, "build-17", 1)
-			checkResumesAcrossReload(t, c, "build-17", func() (string, bool, error) {
+			restart := func() {
+				t.Helper()
+				d.Stop(t)
+				// While the daemon is down, its socket answers nothing: a
+				// listener there closes every connection unanswered until
+				// the snippet has tried at least once.
+				tried, stop := refuseOn(t, d.Socket)
+				bustest.Eventually(t, e2eWait, "the snippet to try to reconnect while the daemon is down", func() bool { return tried() > 0 })
+				stop()
+				d, restarted = daemontest.Start(t, opts), true
+			}
+			checkResumesAcrossReloadAndRestart(t, c, "build-17", restart, func() (string, bool, error) {
 				select {
 				case l, ok := <-lines:
 					return l, ok, nil
@@ -147,16 +166,20 @@ func TestReadmeClientExamplesFindTheDaemonThroughLocalbusSocket(t *testing.T) {
 				}
 			})
 		})
+		if restarted {
+			d = daemontest.Start(t, opts)
+		}
 		waitSubscribers(t, c, "build-17", 0)
 	}
 }
 
-// checkResumesAcrossReload publishes three events to session, reloads
-// the daemon, publishes three more, and reads what a README snippet
-// printed ("ID TYPE DATA" lines, through next) until the last of them:
-// every event must be there once, in order, although the last three were
+// checkResumesAcrossReloadAndRestart publishes three events to session,
+// reloads the daemon, publishes three more, restarts it (restart) and
+// publishes three more, and reads what a README snippet printed ("ID TYPE
+// DATA" lines, through next) until the last of them: every event must be
+// there once, in order, although the last three of each round were
 // published while the snippet was reconnecting.
-func checkResumesAcrossReload(t *testing.T, c *client.Client, session string, next func() (line string, ok bool, err error)) {
+func checkResumesAcrossReloadAndRestart(t *testing.T, c *client.Client, session string, restart func(), next func() (line string, ok bool, err error)) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), e2eWait)
 	defer cancel()
@@ -165,29 +188,69 @@ func checkResumesAcrossReload(t *testing.T, c *client.Client, session string, ne
 		t.Fatal(err)
 	}
 	first := info.LastID + 1
+	want := first
+	read := func(upTo uint64) {
+		t.Helper()
+		line := regexp.MustCompile(`^(\d+) build:step (\d+)$`)
+		for want <= upTo {
+			l, ok, err := next()
+			if err != nil || !ok {
+				t.Fatalf("the snippet stopped (%v) before printing event %d; it printed events %d to %d", err, want, first, want-1)
+			}
+			m := line.FindStringSubmatch(strings.TrimSpace(l))
+			if m == nil {
+				continue
+			}
+			id, _ := strconv.ParseUint(m[1], 10, 64)
+			n, _ := strconv.ParseUint(m[2], 10, 64)
+			if id != want || n != want-first+1 {
+				t.Fatalf("the snippet printed %q, want event %d (data %d) next: an event lost, repeated or out of order", l, want, want-first+1)
+			}
+			want++
+		}
+	}
 	publishData(t, c, session, "build:step", 1, 3)
 	if _, err := c.Reload(ctx); err != nil {
 		t.Fatalf("reload: %v", err)
 	}
 	publishData(t, c, session, "build:step", 4, 6)
-	want := first
-	line := regexp.MustCompile(`^(\d+) build:step (\d+)$`)
-	for want < first+6 {
-		l, ok, err := next()
-		if err != nil || !ok {
-			t.Fatalf("the snippet stopped (%v) before printing event %d; it printed events %d to %d", err, want, first, want-1)
-		}
-		m := line.FindStringSubmatch(strings.TrimSpace(l))
-		if m == nil {
-			continue
-		}
-		id, _ := strconv.ParseUint(m[1], 10, 64)
-		n, _ := strconv.ParseUint(m[2], 10, 64)
-		if id != want || n != want-first+1 {
-			t.Fatalf("the snippet printed %q, want event %d (data %d) next: an event lost, repeated or out of order", l, want, want-first+1)
-		}
-		want++
+	read(first + 5)
+	waitSubscribers(t, c, session, 1)
+	restart()
+	publishData(t, c, session, "build:step", 7, 9)
+	read(first + 8)
+}
+
+// refuseOn listens on the Unix socket path, where no daemon runs, and
+// closes every connection unanswered, as a daemon that is going away
+// would. tried reports how many connections came; stop closes the
+// listener, which removes path (it also runs when the test ends).
+func refuseOn(t *testing.T, path string) (tried func() int, stop func()) {
+	t.Helper()
+	os.Remove(path) // a socket the daemon left behind
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
 	}
+	var n atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n.Add(1)
+			c.Close()
+		}
+	}()
+	stop = sync.OnceFunc(func() {
+		ln.Close()
+		<-done
+	})
+	t.Cleanup(stop)
+	return func() int { return int(n.Load()) }, stop
 }
 
 // requireNodeWS fails the test unless node, with env, finds the ws module.
