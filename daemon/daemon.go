@@ -125,6 +125,11 @@ func (d *Daemon) open() error {
 		d.journal, ho.Journal = j, hubJournal{j}
 		d.fsync = cfg.Fsync
 		d.metrics.addJournal(j)
+		if cfg.Upstream != nil {
+			// Before the hub restores the sessions: the journal keeps
+			// what export still owes of them beyond their rings.
+			upstream.HoldBacklog(*cfg.Upstream, j)
+		}
 	}
 	h, err := hub.New(ho)
 	if err != nil {

@@ -163,24 +163,27 @@ func printUpstream(w io.Writer, up *client.UpstreamStatus) {
 	if up.LastError != "" {
 		fmt.Fprintf(w, "  last error: %s\n", up.LastError)
 	}
-	fmt.Fprintf(w, "  exported %d, imported %d, lag %d", up.Exported, up.Imported, up.Lag)
+	fmt.Fprintf(w, "  exported %d, imported %d, lag %d, backlog %s", up.Exported, up.Imported, up.Lag, bytesText(up.BacklogBytes))
 	if up.Lost > 0 {
 		fmt.Fprintf(w, ", lost %d", up.Lost)
+	}
+	if up.ImportLost > 0 {
+		fmt.Fprintf(w, ", mirrors lost %d origin events in %s", up.ImportLost, plural(int(up.ImportGaps), "gap"))
 	}
 	fmt.Fprintln(w)
 	if len(up.Sessions) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  EXPORT\tLAST ID\tEXPORTED\tLAG")
+		fmt.Fprintln(tw, "  EXPORT\tLAST ID\tEXPORTED\tLAG\tBACKLOG\tLOST")
 		for _, s := range up.Sessions {
-			fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\n", s.Session, s.LastID, s.ExportedID, s.Lag)
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%s\t%d\n", s.Session, s.LastID, s.ExportedID, s.Lag, bytesText(s.BacklogBytes), s.Lost)
 		}
 		tw.Flush()
 	}
 	if len(up.Mirrors) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  MIRROR\tSOURCE\tLAST ID\tSOURCE ID\tIMPORTED")
+		fmt.Fprintln(tw, "  MIRROR\tSOURCE\tLAST ID\tSOURCE ID\tIMPORTED\tLOST")
 		for _, m := range up.Mirrors {
-			fmt.Fprintf(tw, "  %s\t%s/%s\t%d\t%d\t%d\n", m.Session, m.Node, m.Source, m.LastID, m.ID, m.Imported)
+			fmt.Fprintf(tw, "  %s\t%s/%s\t%d\t%d\t%d\t%d\n", m.Session, m.Node, m.Source, m.LastID, m.ID, m.Imported, m.Lost)
 		}
 		tw.Flush()
 	}

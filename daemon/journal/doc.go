@@ -25,7 +25,9 @@
 // bus's references); keys.go, keys_upgrade.go and cursor.go (idempotency keys, bridge
 // cursors); consumer.go (the consumers of a session, SPEC §2.4);
 // backlog.go (the export backlog: events an upstream exporter has not had
-// confirmed, kept beyond the ring up to a bound); dbcheck.go (checking a
+// confirmed, kept beyond the ring from the moment a session is exported
+// and across restarts, up to a bound, oldest first to go, and first to
+// give way on a full disk); dbcheck.go (checking a
 // database before bbolt opens it);
 // files.go (opening files safely); hooks.go (where tests step in).
 //
@@ -55,7 +57,10 @@
 // keyed publish (Store.AppendKeyed) writes its key in its events' log
 // record, and the checkpoint that removes the record's segment copies the
 // key into the bucket in its transaction (keys.go; keys_upgrade.go
-// converts the keys of earlier formats).
+// converts the keys of earlier formats). While sessions are exported
+// (SetExported), a file "reserve" of 256 KiB is kept beside them: on a
+// full disk it is removed to give the database room to free the export
+// backlog's space, then made again.
 //
 // # Compaction and checkpoints
 //
@@ -154,5 +159,8 @@
 // Journal.mu is taken before Store.mu, Store.mu before the log's locks
 // (wal.waitMu, released before a sync, then wal.syncMu before wal.mu). The global bus's Store.mu is taken before a
 // session's (refsFor), never the other way. The bus calls Store methods with its own
-// lock held, so the bus lock comes first of all.
+// lock held, so the bus lock comes first of all. Shedding export backlogs
+// (shedMu) takes one store's lock at a time, with none held before it,
+// and before ckptMu when a full disk makes them give way; holdMu, which
+// guards the stores that hold a backlog, is taken after Store.mu.
 package journal

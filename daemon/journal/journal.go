@@ -97,11 +97,21 @@ type Journal struct {
 	// database's format, backlogMax its bound (backlog.go).
 	backlog    atomic.Int64
 	backlogMax atomic.Int64
-	mode       string
-	logger     *slog.Logger
-	db         *bolt.DB
-	wal        *wal
-	dir        string
+	stamp      atomic.Uint64 // counts the appends to held stores, for their age marks
+	// holdMu guards holders, the stores that hold a backlog; taken after
+	// Store.mu. shedMu is held while backlogs are shed, before Store.mu,
+	// and guards what noteShed has logged.
+	holdMu       sync.Mutex
+	holders      map[*Store]struct{}
+	shedMu       sync.Mutex
+	shedLogged   time.Time
+	shedUnlogged uint64
+	roomGen      atomic.Uint64 // counts makeRoom's compactions
+	mode         string
+	logger       *slog.Logger
+	db           *bolt.DB
+	wal          *wal
+	dir          string
 
 	ckptMu    sync.Mutex    // one checkpoint at a time; taken before mu
 	arena     []byte        // guarded by ckptMu: the last checkpoint's buffer
@@ -135,6 +145,9 @@ type Journal struct {
 	names   map[string]uint64 // session id ("" for the global bus) to bus number
 	metas   map[uint64]*busMeta
 	nextNum uint64
+	// exported names the sessions whose export backlog is held
+	// (SetExported); nil: none.
+	exported func(session string) bool
 
 	// readOnly is set while Open could not write what recovery found for
 	// lack of space (readonly.go); pending is what it has yet to write.
@@ -179,6 +192,7 @@ func Open(opts Options) (*Journal, error) {
 		opts: opts, mode: opts.Sync, logger: opts.Logger, dir: opts.Dir, adaptive: adaptive,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}),
 		stores: map[uint64]*Store{}, names: map[string]uint64{}, metas: map[uint64]*busMeta{},
+		holders: map[*Store]struct{}{},
 	}
 	if j.logger == nil {
 		j.logger = slog.Default()

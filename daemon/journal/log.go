@@ -44,7 +44,7 @@ func (j *Journal) log(num uint64, frames []*bus.Frame, refs []refRun, key string
 		recordPool.Put(bp)
 	}
 	if err != nil {
-		return 0, 0, j.countDiskFull(err)
+		return 0, 0, err
 	}
 	if lsn >= j.compactAt.Load() {
 		select {

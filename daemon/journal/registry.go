@@ -157,6 +157,9 @@ func (j *Journal) addStoreLocked(num uint64, m *busMeta) *Store {
 	s := &Store{j: j, num: num, session: m.Session, epoch: m.Epoch, lastID: m.LastID, ckptID: m.LastID,
 		syncedID: m.LastID, logFloor: m.LastID, maxLen: bus.DefaultRingSize, maxBytes: bus.DefaultRingMaxBytes}
 	j.stores[num], j.names[m.Session], j.metas[num] = s, num, m
+	if m.Session != "" && j.exported != nil && j.exported(m.Session) {
+		s.hold()
+	}
 	return s
 }
 

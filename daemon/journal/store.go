@@ -45,8 +45,32 @@ type Store struct {
 	ringBytes int64 // frame sizes of the ring
 	ringDisk  int64 // database sizes of the ring
 	ringSet   bool
-	held      bool   // an exporter holds the backlog
-	holdID    uint64 // the last id the exporter had confirmed
+	held      bool      // the backlog is held for an exporter (SetExported)
+	holdID    uint64    // the events after this id are owed to the exporter
+	marks     []ageMark // when held: the age of the window's events, oldest first
+	// unsynced are, with SyncAlways, the appends whose record may not be
+	// durable yet: the log offset past each and its first id, oldest
+	// first (visibleID).
+	unsynced []lsnID
+}
+
+// lsnID is an append's log offset and first id.
+type lsnID struct{ lsn, id uint64 }
+
+// visibleID returns the last id the bus may show: with SyncAlways the
+// last whose record is durable, otherwise the last appended. s.mu must be
+// held.
+func (s *Store) visibleID() uint64 {
+	synced := s.j.wal.synced.Load()
+	k := 0
+	for k < len(s.unsynced) && s.unsynced[k].lsn <= synced {
+		k++
+	}
+	if s.unsynced = s.unsynced[k:]; len(s.unsynced) == 0 {
+		s.unsynced = nil
+		return s.lastID
+	}
+	return s.unsynced[0].id - 1
 }
 
 // pendAt returns the type and envelope of event id from s.pend, if it
@@ -206,6 +230,7 @@ func (s *Store) appendDeferred(frames []*bus.Frame, key string, val []byte) (mar
 	if s.session == "" {
 		origins = s.j.originsOf(frames) // before s.mu: it takes Journal.mu
 	}
+	defer s.j.shedBacklog() // after the unlock below: it takes other stores' locks
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.deleted {
@@ -214,13 +239,7 @@ func (s *Store) appendDeferred(frames []*bus.Frame, key string, val []byte) (mar
 	if frames[0].ID != s.lastID+1 {
 		return 0, false, fmt.Errorf("journal: append of id %d after %d", frames[0].ID, s.lastID)
 	}
-	runs, refSeg := s.j.refsFor(origins)
-	var lsn, seq uint64
-	if key != "" {
-		lsn, seq, err = s.j.logKeyed(s.num, s.session, frames, key, val)
-	} else {
-		lsn, seq, err = s.j.log(s.num, frames, runs, "", nil)
-	}
+	lsn, seq, refSeg, err := s.logRecord(frames, origins, key, val)
 	if err != nil {
 		return 0, false, err
 	}
@@ -231,6 +250,9 @@ func (s *Store) appendDeferred(frames []*bus.Frame, key string, val []byte) (mar
 	} else {
 		s.segs = append(s.segs, segLast{seq: seq, last: last, refs: refSeg})
 	}
+	if s.held {
+		s.markAge(frames[0].ID)
+	}
 	for _, f := range frames {
 		e := entry{f: f, size: uint32(f.Size()), disk: uint32(eventLen(f.Type, len(f.JSON())))}
 		s.measureRing()
@@ -239,10 +261,45 @@ func (s *Store) appendDeferred(frames []*bus.Frame, key string, val []byte) (mar
 		s.ringBytes += int64(e.size)
 		s.ringDisk += int64(e.disk)
 	}
+	if s.j.mode == SyncAlways {
+		s.visibleID() // drops what is durable already
+		s.unsynced = append(s.unsynced, lsnID{lsn: lsn, id: frames[0].ID})
+	}
 	s.lastID = frames[len(frames)-1].ID
 	s.lastLSN = lsn
 	s.evictLocked()
 	return lsn, s.j.mode != SyncAlways, nil
+}
+
+// logRecord logs frames as one record (refs to origins for the global
+// bus, key and val for a keyed append) and returns the log offset past it,
+// its segment and the oldest segment it refers to. When the disk has no
+// room, the export backlogs give way first (makeRoom: s.mu is released
+// meanwhile) and the record is tried again, before the append is refused.
+// s.mu must be held.
+func (s *Store) logRecord(frames []*bus.Frame, origins []origin, key string, val []byte) (lsn, seq, refSeg uint64, err error) {
+	for try := 0; ; try++ {
+		gen := s.j.roomGen.Load()
+		var runs []refRun
+		runs, refSeg = s.j.refsFor(origins)
+		if key != "" {
+			lsn, seq, err = s.j.logKeyed(s.num, s.session, frames, key, val)
+		} else {
+			lsn, seq, err = s.j.log(s.num, frames, runs, "", nil)
+		}
+		if !errors.Is(err, ErrDiskFull) || try == 2 {
+			return lsn, seq, refSeg, s.j.countDiskFull(err)
+		}
+		s.mu.Unlock()
+		made := s.j.makeRoom(gen, try == 1)
+		s.mu.Lock()
+		if !made {
+			return 0, 0, 0, s.j.countDiskFull(err)
+		}
+		if s.deleted {
+			return 0, 0, 0, ErrClosed
+		}
+	}
 }
 
 // WaitDurable implements bus.DeferredStore: it returns once the log is
@@ -262,6 +319,7 @@ func (s *Store) evictLocked() {
 
 // TrimTo implements bus.Trimmer: the memory budget of every ring together.
 func (s *Store) TrimTo(maxBytes int64, keep uint64) {
+	defer s.j.shedBacklog()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.measureRing()
@@ -392,6 +450,7 @@ func (s *Store) loadGuarded(i int) error {
 
 // SetLimits implements bus.Store. Limits below 1 are raised to 1.
 func (s *Store) SetLimits(maxLen int, maxBytes int64) {
+	defer s.j.shedBacklog()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.maxLen, s.maxBytes = max(maxLen, 1), max(maxBytes, 1)

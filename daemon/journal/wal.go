@@ -77,6 +77,10 @@ type wal struct {
 	spare   []byte
 	closed  bool
 	failed  error // a failed sync: the log can no longer promise durability
+	// detached is set by detach, which closed the current segment: the
+	// next append starts a new one. gone is set once a checkpoint has
+	// removed the segment detach closed: its entry in live is stale.
+	detached, gone bool
 }
 
 // segStart is a segment of the log and the log offset where it starts.
@@ -190,7 +194,13 @@ func (w *wal) nextLocked(need int64) error {
 	if err != nil {
 		return err
 	}
-	if w.noSync {
+	if w.detached {
+		// The current segment was closed by detach, and maybe removed.
+		if w.gone {
+			w.live = w.live[:len(w.live)-1]
+		}
+		w.detached, w.gone = false, false
+	} else if w.noSync {
 		// Nothing will sync it: release it now, or a segment that
 		// compaction removes would keep its disk space while mapped.
 		w.f.Close()
@@ -213,6 +223,11 @@ func (w *wal) append(p []byte) (lsn, seq uint64, err error) {
 	}
 	if w.failed != nil {
 		return 0, 0, w.failed
+	}
+	if w.detached {
+		if err := w.nextLocked(int64(len(p))); err != nil {
+			return 0, 0, err
+		}
 	}
 	if w.dirty {
 		if err := w.f.Truncate(w.off); err != nil {
@@ -281,6 +296,9 @@ func (w *wal) held() []segStart {
 func (w *wal) start() uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.gone {
+		return w.lsn
+	}
 	return w.live[0].lsn
 }
 
@@ -381,6 +399,13 @@ func (w *wal) syncLocked() error {
 		}
 		o.Close()
 	}
+	if f == nil {
+		// Detached: detach synced the segment it closed.
+		if err == nil {
+			w.synced.Store(target)
+		}
+		return err
+	}
 	if w.synced.Load() >= target && len(old) == 0 {
 		return nil
 	}
@@ -424,6 +449,11 @@ func (w *wal) rotate() (uint64, uint64, error) {
 	if w.closed {
 		return 0, 0, ErrClosed
 	}
+	if w.detached {
+		// Every record is in the segment detach closed, or an older one;
+		// the next append starts a new one.
+		return w.seq, w.lsn, nil
+	}
 	if w.off == 0 && len(w.old) == 0 {
 		// The current segment is empty (a checkpoint that failed left
 		// it, say): every record is in an older one, and another new
@@ -447,6 +477,53 @@ func (w *wal) rotate() (uint64, uint64, error) {
 	}
 	w.old = nil
 	return old, w.lsn, nil
+}
+
+// detach syncs the log (unless noSync) and closes the current segment
+// without starting another: a checkpoint through the number it returns
+// can then remove every segment, and the next append starts a new one
+// (when the disk has room for it). It is what frees the log's space on a
+// full disk, where starting a segment first is what fails.
+func (w *wal) detach() (uint64, error) {
+	w.syncMu.Lock()
+	defer w.syncMu.Unlock()
+	if !w.noSync {
+		if err := w.syncLocked(); err != nil {
+			return 0, err
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return 0, ErrClosed
+	}
+	if w.detached || w.f == nil {
+		return w.seq, nil
+	}
+	// Written and filled since the sync above.
+	if err := w.flushLocked(); err != nil {
+		return 0, err
+	}
+	for _, o := range w.old {
+		if !w.noSync {
+			if err := o.Sync(); err != nil {
+				w.failed = fmt.Errorf("journal: sync: %w", classify(err))
+				return 0, w.failed
+			}
+		}
+		o.Close()
+	}
+	w.old = nil
+	if !w.noSync && w.lsn > w.synced.Load() {
+		if err := w.f.Sync(); err != nil {
+			w.failed = fmt.Errorf("journal: sync: %w", classify(err))
+			return 0, w.failed
+		}
+	}
+	w.f.Close()
+	w.f, w.detached, w.dirty = nil, true, false
+	w.synced.Store(w.lsn)
+	return w.seq, nil
 }
 
 // close closes the current segment and returns its number.
@@ -478,6 +555,9 @@ func (w *wal) removeThrough(seq uint64) error {
 	w.mu.Lock()
 	for len(w.live) > 1 && w.live[0].seq <= seq {
 		w.live = w.live[1:]
+	}
+	if w.detached && w.live[0].seq <= seq {
+		w.gone = true
 	}
 	w.mu.Unlock()
 	seqs, err := segments(w.dir)

@@ -44,18 +44,36 @@ type Cursors interface {
 }
 
 // Backlog is the journal's export backlog (SPEC §12): the events of an
-// exported session that NATS has not confirmed, kept beyond its ring.
+// exported session that NATS has not confirmed, kept beyond its ring;
+// *journal.Journal implements it.
 type Backlog interface {
 	// SetBacklogBytes bounds every session's backlog together.
 	SetBacklogBytes(n int64)
-	// HoldExport keeps session's events after id (of epoch) beyond its ring.
-	HoldExport(session, epoch string, id uint64)
+	// SetExported names the sessions whose backlog is held: from their
+	// oldest retained event, from their first for one created later.
+	SetExported(match func(session string) bool)
+	// HoldExport moves session's hold to id of epoch (the last event
+	// NATS confirmed) if epoch is the session's, and returns the hold in
+	// force: the session's epoch and the id after which its events are
+	// owed; held is false when the session's backlog is not held.
+	HoldExport(session, epoch string, id uint64) (holdEpoch string, holdID uint64, held bool)
 	// ReadExport appends up to max of session's retained events from id
 	// from on to into; the first is after from when the backlog lost the
 	// events between.
 	ReadExport(session, epoch string, from uint64, max int, into []*bus.Frame) []*bus.Frame
 	// ExportBacklog returns what session's backlog takes on disk.
 	ExportBacklog(session string) int64
+}
+
+// HoldBacklog tells bl what export owes under cfg (filled and valid): the
+// bound, and which sessions are exported, so that it holds their events
+// from their first. Start does it too; a daemon calls it after opening
+// its journal and before restoring the sessions, so that the backlog an
+// earlier run held survives the restore.
+func HoldBacklog(cfg Config, bl Backlog) {
+	bl.SetBacklogBytes(cfg.BacklogBytes)
+	p := &patterns{export: cfg.Export, imports: cfg.Import}
+	bl.SetExported(func(id string) bool { return p.exports(cfg.Node, id) })
 }
 
 // Defaults of Options.
@@ -112,7 +130,7 @@ type Bridge struct {
 	pat        atomic.Pointer[patterns] // the export and import patterns in force
 	exported   atomic.Uint64            // events acknowledged by JetStream, all sessions
 	imported   atomic.Uint64            // events published to mirrors
-	lost       atomic.Uint64            // events the ring no longer held when they were due for export
+	lost       atomic.Uint64            // events of exported sessions dropped before NATS confirmed them
 	importLost atomic.Uint64            // origin ids mirrors found missing (upstream_lost)
 	importGaps atomic.Uint64            // the jumps in origin ids that skipped them
 
@@ -157,9 +175,6 @@ func Start(opts Options) (*Bridge, error) {
 	if opts.ReconnectWait <= 0 {
 		opts.ReconnectWait = 250 * time.Millisecond
 	}
-	if opts.Backlog != nil {
-		opts.Backlog.SetBacklogBytes(opts.Config.BacklogBytes)
-	}
 	b := &Bridge{
 		opts: opts, cfg: opts.Config, logger: opts.Logger.With("upstream", opts.Config.Stream),
 		kick:         make(chan struct{}, 1),
@@ -171,6 +186,10 @@ func Start(opts Options) (*Bridge, error) {
 		connWait:     make(chan struct{}),
 	}
 	b.pat.Store(&patterns{export: opts.Config.Export, imports: opts.Config.Import})
+	if opts.Backlog != nil {
+		opts.Backlog.SetBacklogBytes(opts.Config.BacklogBytes)
+		opts.Backlog.SetExported(b.exports)
+	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	opts.Hub.SetReadOnly(b.isMirror)
 
@@ -248,24 +267,42 @@ func (b *Bridge) SetPatterns(export, imports []string) {
 	b.pat.Store(&patterns{export: export, imports: imports})
 	b.syncImportersLocked()
 	b.mu.Unlock()
+	if b.opts.Backlog != nil {
+		// Holds sessions newly exported, releases those no longer.
+		b.opts.Backlog.SetExported(b.exports)
+	}
 	b.wake()
 	b.logger.Info("upstream: patterns changed", "export", export, "import", imports)
 }
 
 // isMirror reports whether id names a mirror: <node>.<session> of another
 // node matching an import pattern.
-func (b *Bridge) isMirror(id string) bool {
-	node, session, ok := strings.Cut(id, ".")
-	if !ok || node == b.cfg.Node {
-		return false
-	}
-	return matchAny(b.pat.Load().imports, node+"/"+session)
-}
+func (b *Bridge) isMirror(id string) bool { return b.pat.Load().mirror(b.cfg.Node, id) }
+
+// exports reports whether session id is exported.
+func (b *Bridge) exports(id string) bool { return b.pat.Load().exports(b.cfg.Node, id) }
 
 // patterns are the export and import patterns in force: read on every
 // publish (isMirror), so they are swapped whole, never changed.
 type patterns struct {
 	export, imports []string
+}
+
+// mirror reports whether id names a mirror on node: <node>.<session> of
+// another node matching an import pattern.
+func (p *patterns) mirror(node, id string) bool {
+	n, session, ok := strings.Cut(id, ".")
+	return ok && n != node && matchAny(p.imports, n+"/"+session)
+}
+
+// exports reports whether session id is exported from node: it matches
+// an export pattern, is no mirror and makes a subject.
+func (p *patterns) exports(node, id string) bool {
+	if !matchAny(p.export, id) || p.mirror(node, id) {
+		return false
+	}
+	_, ok := subject(node, id)
+	return ok
 }
 
 // Close stops every exporter and importer, writes their cursors and
@@ -404,9 +441,9 @@ func (b *Bridge) scanLoop() {
 func (b *Bridge) scan() {
 	sessions := b.opts.Hub.Sessions()
 	want := map[string]bool{}
-	export := b.pat.Load().export
+	pat := b.pat.Load()
 	for _, s := range sessions {
-		if matchAny(export, s.ID) && !b.isMirror(s.ID) {
+		if matchAny(pat.export, s.ID) && !pat.mirror(b.cfg.Node, s.ID) {
 			want[s.ID] = true
 		}
 	}

@@ -57,11 +57,12 @@ func (n *node) start() {
 	if n.j, err = journal.Open(journal.Options{Dir: filepath.Join(n.dir, "state"), Logger: quiet, SegmentBytes: 1 << 20}); err != nil {
 		n.t.Fatal(err)
 	}
+	cfg := n.cfg
+	cfg.Fill()
+	upstream.HoldBacklog(cfg, n.j) // as the daemon does, before the hub restores the sessions
 	if n.h, err = hub.New(hub.Options{Journal: n.j, AutoCreate: true, Limits: bus.Limits{RingSize: n.ring}}); err != nil {
 		n.t.Fatal(err)
 	}
-	cfg := n.cfg
-	cfg.Fill()
 	logger := n.logger
 	if logger == nil {
 		logger = quiet

@@ -42,6 +42,10 @@ var errSessionGone = errors.New("session deleted")
 // errLagged ends a round: the exporter fell behind its bus and was evicted.
 var errLagged = errors.New("fell behind the bus")
 
+// errBehind ends a round: the ring moved past the exporter, which reads
+// the journal's backlog again.
+var errBehind = errors.New("behind the ring")
+
 // An exporter sends one session's events to the stream.
 type exporter struct {
 	b       *Bridge
@@ -99,7 +103,13 @@ func (e *exporter) run() {
 		e.acked, e.saved, e.has = c, c, true
 	}
 	if bl := e.b.opts.Backlog; bl != nil {
-		bl.HoldExport(e.session, e.acked.epoch, e.acked.id)
+		// The journal holds what the session owes export since it was
+		// first exported: without a cursor of the session's epoch, export
+		// starts where the hold does.
+		epoch, id, held := bl.HoldExport(e.session, e.acked.epoch, e.acked.id)
+		if held && (!e.has || e.acked.epoch != epoch) {
+			e.acked, e.has = exportCursor{epoch, id}, true
+		}
 	}
 	backoff := 100 * time.Millisecond
 	for {
@@ -114,7 +124,7 @@ func (e *exporter) run() {
 			return
 		case errors.Is(err, errSessionGone):
 			return
-		case errors.Is(err, errLagged):
+		case errors.Is(err, errLagged), errors.Is(err, errBehind):
 			backoff = 100 * time.Millisecond
 			continue
 		case err != nil:
@@ -240,6 +250,10 @@ func (e *exporter) round() error {
 				}
 				epoch = r.Data.Epoch
 			case bus.TypeGap:
+				if e.b.opts.Backlog != nil && has && gapReason(f) == bus.GapRingEvicted {
+					// Evicted from the ring, not lost: the backlog holds it.
+					return errBehind
+				}
 				e.gap(f, cur, has)
 			case bus.TypeLagged:
 				return errLagged
@@ -289,6 +303,13 @@ func (e *exporter) lose(from, to uint64) {
 	e.b.lost.Add(n)
 	e.b.logger.Warn("upstream: events dropped before export (backlog_bytes reached)", "session", e.session,
 		"from", from, "to", to, "lost", n)
+}
+
+// gapReason returns the reason of a stream:gap frame.
+func gapReason(f *bus.Frame) string {
+	var g struct{ Data bus.GapData }
+	json.Unmarshal(f.JSON(), &g)
+	return g.Data.Reason
 }
 
 // gap logs and counts what the ring no longer held.
@@ -386,8 +407,15 @@ func (e *exporter) readAcks(ctx context.Context, acks <-chan inflight, ackErr ch
 	}
 }
 
+// advance moves the cursor to at, acknowledged; an acknowledgement of an
+// event at or before the cursor (a resend JetStream found a duplicate of)
+// counts once.
 func (e *exporter) advance(at exportCursor) {
 	e.mu.Lock()
+	if e.has && at.epoch == e.acked.epoch && at.id <= e.acked.id {
+		e.mu.Unlock()
+		return
+	}
 	e.acked, e.has = at, true
 	e.exported++
 	e.mu.Unlock()

@@ -28,6 +28,7 @@ func (b *Bridge) Status() Status {
 	}
 	b.mu.Lock()
 	st.LastError, st.Exported, st.Imported, st.Lost = b.lastErr, b.exported.Load(), b.imported.Load(), b.lost.Load()
+	st.ImportLost, st.ImportGaps = b.importLost.Load(), b.importGaps.Load()
 	pat := b.pat.Load()
 	st.Export, st.Import = slices.Clone(pat.export), slices.Clone(pat.imports)
 	exporters := make(map[string]*exporter, len(b.exporters))
@@ -47,6 +48,13 @@ func (b *Bridge) Status() Status {
 		es := ExportStatus{Session: id, LastID: s.Bus.LastID()}
 		c, _ := e.cursor()
 		es.ExportedID, es.Epoch = c.id, c.epoch
+		e.mu.Lock()
+		es.Lost = e.lost
+		e.mu.Unlock()
+		if bl := b.opts.Backlog; bl != nil {
+			es.BacklogBytes = bl.ExportBacklog(id)
+			st.BacklogBytes += es.BacklogBytes
+		}
 		if c.epoch == s.Bus.Epoch() && c.id <= es.LastID {
 			es.Lag = es.LastID - c.id
 		} else {
@@ -58,7 +66,7 @@ func (b *Bridge) Status() Status {
 	for id, m := range mirrors {
 		ms := MirrorStatus{Session: id, Node: m.node, Source: m.session}
 		m.mu.Lock()
-		ms.Epoch, ms.ID, ms.Imported = m.epoch, m.id, m.imported
+		ms.Epoch, ms.ID, ms.Imported, ms.Lost, ms.Gaps = m.epoch, m.id, m.imported, m.lost, m.gaps
 		m.mu.Unlock()
 		if s, ok := b.opts.Hub.Session(id); ok {
 			ms.LastID = s.Bus.LastID()
@@ -71,11 +79,14 @@ func (b *Bridge) Status() Status {
 }
 
 var (
-	descConnected = prometheus.NewDesc("localbus_upstream_connected", "1 when the upstream bridge is connected to NATS.", nil, nil)
-	descLag       = prometheus.NewDesc("localbus_upstream_export_lag_events", "Events of an exported session not yet acknowledged by JetStream.", []string{"session"}, nil)
-	descExported  = prometheus.NewDesc("localbus_upstream_exported_total", "Events exported and acknowledged by JetStream.", nil, nil)
-	descImported  = prometheus.NewDesc("localbus_upstream_imported_total", "Events imported into mirrors.", nil, nil)
-	descLost      = prometheus.NewDesc("localbus_upstream_export_lost_total", "Events the ring no longer held when they were due for export.", nil, nil)
+	descConnected  = prometheus.NewDesc("localbus_upstream_connected", "1 when the upstream bridge is connected to NATS.", nil, nil)
+	descLag        = prometheus.NewDesc("localbus_upstream_export_lag_events", "Events of an exported session not yet acknowledged by JetStream.", []string{"session"}, nil)
+	descBacklog    = prometheus.NewDesc("localbus_upstream_backlog_bytes", "What the journal keeps of an exported session beyond its ring, for events JetStream has not acknowledged.", []string{"session"}, nil)
+	descExported   = prometheus.NewDesc("localbus_upstream_exported_total", "Events exported and acknowledged by JetStream.", nil, nil)
+	descImported   = prometheus.NewDesc("localbus_upstream_imported_total", "Events imported into mirrors.", nil, nil)
+	descLost       = prometheus.NewDesc("localbus_upstream_lost_total", "Events of exported sessions dropped before JetStream acknowledged them (past backlog_bytes, or on a full disk).", nil, nil)
+	descImportLost = prometheus.NewDesc("localbus_upstream_import_lost_total", "Origin ids that mirrors found missing (their readers get stream:gap, upstream_lost).", nil, nil)
+	descImportGaps = prometheus.NewDesc("localbus_upstream_import_gaps_total", "Jumps in origin ids that mirrors recorded as a loss, each one stream:gap (upstream_lost) for their readers.", nil, nil)
 )
 
 // Collector returns the bridge's Prometheus metrics, read at each scrape.
@@ -84,7 +95,7 @@ func (b *Bridge) Collector() prometheus.Collector { return collector{b} }
 type collector struct{ b *Bridge }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConnected, descLag, descExported, descImported, descLost} {
+	for _, d := range []*prometheus.Desc{descConnected, descLag, descBacklog, descExported, descImported, descLost, descImportLost, descImportGaps} {
 		ch <- d
 	}
 }
@@ -98,10 +109,13 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descConnected, prometheus.GaugeValue, connected)
 	for _, s := range st.Sessions {
 		ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(s.Lag), s.Session)
+		ch <- prometheus.MustNewConstMetric(descBacklog, prometheus.GaugeValue, float64(s.BacklogBytes), s.Session)
 	}
 	ch <- prometheus.MustNewConstMetric(descExported, prometheus.CounterValue, float64(st.Exported))
 	ch <- prometheus.MustNewConstMetric(descImported, prometheus.CounterValue, float64(st.Imported))
 	ch <- prometheus.MustNewConstMetric(descLost, prometheus.CounterValue, float64(st.Lost))
+	ch <- prometheus.MustNewConstMetric(descImportLost, prometheus.CounterValue, float64(st.ImportLost))
+	ch <- prometheus.MustNewConstMetric(descImportGaps, prometheus.CounterValue, float64(st.ImportGaps))
 }
 
 // MemCursors keeps cursors in memory, for a daemon without a journal.

@@ -12,14 +12,22 @@ type UpstreamStatus struct {
 	Export    []string `json:"export"`
 	Import    []string `json:"import"`
 	// Exported and Imported count events since the daemon started; Lost
-	// counts events the ring no longer held when they were due for export.
+	// counts events of exported sessions dropped before NATS confirmed
+	// them (past backlog_bytes, or on a full disk).
 	Exported uint64 `json:"exported"`
 	Imported uint64 `json:"imported"`
 	Lost     uint64 `json:"lost"`
-	// Lag is the events of exported sessions not yet acknowledged.
-	Lag      uint64           `json:"lag"`
-	Sessions []UpstreamExport `json:"sessions"`
-	Mirrors  []UpstreamMirror `json:"mirrors"`
+	// Lag is the events of exported sessions not yet acknowledged, and
+	// BacklogBytes what the journal keeps of them beyond the rings.
+	Lag          uint64 `json:"lag"`
+	BacklogBytes int64  `json:"backlogBytes"`
+	// ImportLost counts the origin ids mirrors found missing, and
+	// ImportGaps the jumps that skipped them (each a stream:gap,
+	// upstream_lost, for the mirror's readers), since the daemon started.
+	ImportLost uint64           `json:"importLost"`
+	ImportGaps uint64           `json:"importGaps"`
+	Sessions   []UpstreamExport `json:"sessions"`
+	Mirrors    []UpstreamMirror `json:"mirrors"`
 }
 
 // UpstreamExport is one exported session.
@@ -29,6 +37,10 @@ type UpstreamExport struct {
 	ExportedID uint64 `json:"exportedId"`
 	Epoch      string `json:"epoch,omitempty"`
 	Lag        uint64 `json:"lag"`
+	// BacklogBytes is what the journal keeps of the session beyond its
+	// ring for export; Lost counts its events dropped before export.
+	BacklogBytes int64  `json:"backlogBytes"`
+	Lost         uint64 `json:"lost"`
 }
 
 // UpstreamMirror is one mirror: the local Session that mirrors
@@ -41,4 +53,8 @@ type UpstreamMirror struct {
 	ID       uint64 `json:"id"`
 	LastID   uint64 `json:"lastId"`
 	Imported uint64 `json:"imported"`
+	// Lost counts the origin ids found missing, Gaps the jumps that
+	// skipped them.
+	Lost uint64 `json:"lost"`
+	Gaps uint64 `json:"gaps"`
 }
