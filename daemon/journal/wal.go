@@ -522,7 +522,9 @@ func (w *wal) detach() (uint64, error) {
 	}
 	w.f.Close()
 	w.f, w.detached, w.dirty = nil, true, false
-	w.synced.Store(w.lsn)
+	if !w.noSync {
+		w.synced.Store(w.lsn)
+	}
 	return w.seq, nil
 }
 
