@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 )
 
 // drainEvery is how many events a benchmark publishes between drains of
@@ -23,7 +24,7 @@ type fanout struct {
 
 func newFanout(tb testing.TB, n int) *fanout {
 	tb.Helper()
-	b, err := bus.New(bus.Options{Session: "s", MaxSubscribers: max(n, 1)})
+	b, err := bus.New(bus.Options{Session: bustest.SessionID("s"), MaxSubscribers: max(n, 1)})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func (f *fanout) drain() {
 	clear(f.dst)
 }
 
-var benchEvent = bus.Event{Type: "build:step", Data: json.RawMessage(`{"n":3,"msg":"compiling"}`)}
+var benchEvent = bus.Event{Type: bustest.Type("build:step"), Data: json.RawMessage(`{"n":3,"msg":"compiling"}`)}
 
 // BenchmarkPublish publishes one event to n subscribers that a writer drains
 // every drainEvery events (the drain is part of the measured time).
@@ -93,7 +94,7 @@ func BenchmarkPublishParallel(b *testing.B) {
 // BenchmarkReplay subscribes with cursor 0 to a bus whose ring holds 8000
 // events, takes the whole replay and closes.
 func BenchmarkReplay(b *testing.B) {
-	bb, err := bus.New(bus.Options{Session: "s"})
+	bb, err := bus.New(bus.Options{Session: bustest.SessionID("s")})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func BenchmarkReplay(b *testing.B) {
 // BenchmarkSubscribeCancel is subscriber churn: subscribe, take
 // stream:ready, leave; with Close, and with a context that is cancelled.
 func BenchmarkSubscribeCancel(b *testing.B) {
-	bb, err := bus.New(bus.Options{Session: "s"})
+	bb, err := bus.New(bus.Options{Session: bustest.SessionID("s")})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -21,9 +21,9 @@ var ErrSubscriberLimit = errors.New("bus: subscriber limit reached")
 
 // Options configure a Bus. Zero values mean the defaults.
 type Options struct {
-	// Session is the name put in every envelope's "session"; "" for the
+	// Session is the name put in every envelope's "session"; zero for the
 	// global bus, whose events carry their own (Event.Session).
-	Session string
+	Session SessionID
 	// Epoch names this run of the id sequence; "" means a fresh random one.
 	Epoch string
 	// RingSize is the replay ring's count limit; default 8000.
@@ -82,13 +82,8 @@ type Bus struct {
 }
 
 // New returns a bus. It fails with an *InputError when a limit is out of
-// range or the session name is invalid.
+// range.
 func New(opts Options) (*Bus, error) {
-	if opts.Session != "" {
-		if err := ValidateSessionID(opts.Session); err != nil {
-			return nil, err
-		}
-	}
 	l := opts.limits()
 	if err := l.Validate(); err != nil {
 		return nil, err
@@ -105,7 +100,7 @@ func New(opts Options) (*Bus, error) {
 		st.SetLimits(l.RingSize, l.RingMaxBytes)
 	}
 	last := st.LastID()
-	b := &Bus{session: opts.Session, epoch: epoch, store: st, lastID: last, shown: last, limits: l, onRingBytes: opts.OnRingBytes}
+	b := &Bus{session: opts.Session.id, epoch: epoch, store: st, lastID: last, shown: last, limits: l, onRingBytes: opts.OnRingBytes}
 	b.subPool = share.NewPool(share.Options{Name: PoolSubscribers, Limit: int64(l.MaxSubscribers), Share: l.PeerShare, Err: ErrSubscriberLimit})
 	b.noteRingBytesLocked()
 	return b, nil

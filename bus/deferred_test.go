@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 )
 
 // deferredStore is a Ring whose appends become durable only when the test
@@ -77,7 +78,7 @@ func stage(tb testing.TB, b *bus.Bus, data string) bus.Staged {
 func TestStagedBatchIsShownToNobodyUntilDurable(t *testing.T) {
 	t.Parallel()
 	st := newDeferredStore()
-	b := newBus(t, bus.Options{Session: "s", Store: st})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("s"), Store: st})
 	live := subscribe(t, b, bus.SubscribeOptions{})
 	take(t, live) // stream:ready
 	a := stage(t, b, "1")
@@ -116,7 +117,7 @@ func TestStagedBatchIsShownToNobodyUntilDurable(t *testing.T) {
 func TestFinishDeliversEveryDurableBatchInIDOrder(t *testing.T) {
 	t.Parallel()
 	st := newDeferredStore()
-	b := newBus(t, bus.Options{Session: "s", Store: st})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("s"), Store: st})
 	live := subscribe(t, b, bus.SubscribeOptions{})
 	take(t, live)
 	a, c := stage(t, b, "1"), stage(t, b, "2")
@@ -139,7 +140,7 @@ func TestFinishDeliversEveryDurableBatchInIDOrder(t *testing.T) {
 func TestFailedDurabilityDeliversNothingFromThatBatchOn(t *testing.T) {
 	t.Parallel()
 	st := newDeferredStore()
-	b := newBus(t, bus.Options{Session: "s", Store: st})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("s"), Store: st})
 	live := subscribe(t, b, bus.SubscribeOptions{})
 	take(t, live)
 	one, two, three := stage(t, b, "1"), stage(t, b, "2"), stage(t, b, "3")
@@ -175,7 +176,7 @@ func TestFailedDurabilityDeliversNothingFromThatBatchOn(t *testing.T) {
 func TestConcurrentPublishersReachSubscribersInIDOrder(t *testing.T) {
 	t.Parallel()
 	st := newDeferredStore()
-	b := newBus(t, bus.Options{Session: "s", Store: st})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("s"), Store: st})
 	sub, err := b.Subscribe(context.Background(), bus.SubscribeOptions{MaxQueued: 2048})
 	if err != nil {
 		t.Fatal(err)

@@ -22,7 +22,17 @@
 //   - stats.go: [Stats].
 //   - frame.go, reserved.go, compact.go, validate.go, filter.go: frames,
 //     the stream:* frames and their data, compaction of event data,
-//     validation and type filters.
+//     the parsed input values and type filters.
+//
+// # Input
+//
+// What a client names is parsed where it comes in, once, into a value only
+// its parser builds: [ParseSessionID] makes a [SessionID], [ParseType] a
+// [Type] (never of a reserved family: the daemon's own types are
+// [TypeSessionOpened], [TypeSessionClosed] and [TypeReloaded], which only
+// a [Batch] with Daemon takes), [ParseFamily] a [Family]. The bus, and the
+// hub above it, take those values and check nothing of them again; what
+// a publish still checks is the event's data, which it compacts.
 //
 // # Encoding
 //

@@ -13,13 +13,26 @@ import (
 // A client that last saw id 1 resumes: it gets what it missed, then
 // stream:replayed, then live events.
 func Example() {
-	b, err := bus.New(bus.Options{Session: "build-17"})
+	// Input is parsed where it comes in; the bus takes the values.
+	id, err := bus.ParseSessionID("build-17")
+	if err != nil {
+		panic(err)
+	}
+	step, err := bus.ParseType("build:step")
+	if err != nil {
+		panic(err)
+	}
+	done, err := bus.ParseType("build:done")
+	if err != nil {
+		panic(err)
+	}
+	b, err := bus.New(bus.Options{Session: id})
 	if err != nil {
 		panic(err)
 	}
 	defer b.Close()
-	b.Publish(bus.Event{Type: "build:step", Data: json.RawMessage(`{"n":1}`)})
-	b.Publish(bus.Event{Type: "build:step", Data: json.RawMessage(`{"n":2}`)})
+	b.Publish(bus.Event{Type: step, Data: json.RawMessage(`{"n":1}`)})
+	b.Publish(bus.Event{Type: step, Data: json.RawMessage(`{"n":2}`)})
 
 	cursor := uint64(1)
 	s, err := b.Subscribe(context.Background(), bus.SubscribeOptions{Cursor: &cursor})
@@ -27,7 +40,7 @@ func Example() {
 		panic(err)
 	}
 	defer s.Close()
-	b.Publish(bus.Event{Type: "build:done"})
+	b.Publish(bus.Event{Type: done})
 
 	frames, _ := s.Take(nil)
 	for _, f := range frames {
@@ -43,7 +56,9 @@ func Example() {
 // A connection writer waits on Ready, takes every queued frame, writes them
 // in one go, and stops when Take reports the end of the stream.
 func ExampleSubscription_Take() {
-	b, err := bus.New(bus.Options{Session: "s"})
+	id, _ := bus.ParseSessionID("s")
+	started, _ := bus.ParseType("job:started")
+	b, err := bus.New(bus.Options{Session: id})
 	if err != nil {
 		panic(err)
 	}
@@ -52,7 +67,7 @@ func ExampleSubscription_Take() {
 		panic(err)
 	}
 	defer s.Close()
-	b.Publish(bus.Event{Type: "job:started"})
+	b.Publish(bus.Event{Type: started})
 	b.Close() // the session is deleted: the stream ends after what is queued
 
 	var frames []*bus.Frame
@@ -78,7 +93,9 @@ func ExampleSubscription_Take() {
 // Every event is encoded once, as a complete SSE frame whose data line is
 // the JSON envelope that WebSocket sends.
 func ExampleFrame_SSE() {
-	b, err := bus.New(bus.Options{Session: "b-17"})
+	id, _ := bus.ParseSessionID("b-17")
+	step, _ := bus.ParseType("build:step")
+	b, err := bus.New(bus.Options{Session: id})
 	if err != nil {
 		panic(err)
 	}
@@ -90,7 +107,7 @@ func ExampleFrame_SSE() {
 	defer s.Close()
 	s.Take(nil) // stream:ready
 	b.Publish(bus.Event{
-		Type:       "build:step",
+		Type:       step,
 		Data:       json.RawMessage(`{ "n": 3 }`),
 		Originator: "cli-9",
 		Time:       time.Date(2026, 8, 22, 10, 0, 0, 123e6, time.UTC),

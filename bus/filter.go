@@ -41,7 +41,7 @@ func NewFilter(types []string) (*Filter, error) {
 			if !validFamily(fam) {
 				return nil, inputError("types", t, "family must match [a-z][a-z0-9_-]{0,31}")
 			}
-		} else if err := ValidateType(t); err != nil {
+		} else if err := validateType(t); err != nil {
 			return nil, inputError("types", t, err.(*InputError).Reason)
 		}
 		if IsReservedFamily(fam) {

@@ -118,19 +118,19 @@ func (f *Frame) Lost() (l Lost, ok bool) {
 
 // Event is what a publisher hands to Publish.
 type Event struct {
-	// Type is family:name.
-	Type string
+	// Type is family:name, parsed by ParseType (or one of the daemon's).
+	Type Type
 	// Data is the event's JSON payload; empty means null. It is validated and
 	// compacted to one line.
 	Data json.RawMessage
 	// Originator is the publisher's Localbus-Client-Id, "" when absent.
 	Originator string
 	// Session names the session the event belongs to. On a session's bus it
-	// defaults to the bus's name and is left empty; an event published on
+	// defaults to the bus's name and is left zero; an event published on
 	// the global bus with Session and Seq set has the shape of a copy but
 	// carries no [Origin]: the hub copies a session's events with
 	// [Batch.Copies] instead.
-	Session string
+	Session SessionID
 	// Seq is the event's id in its session, for an event of the global bus.
 	Seq uint64
 	// Time is the publish time; zero means now.
@@ -138,12 +138,6 @@ type Event struct {
 	// Origin, for an event mirrored in from another node (SPEC §12), names
 	// where it was first published; nil for a local event.
 	Origin *RemoteOrigin
-
-	// checkedType is Type as CheckType (or a publish) last found it
-	// publishable: a type is validated once on its way through the router,
-	// the session's bus and the global bus. A Type changed since no longer
-	// matches, and is validated again.
-	checkedType string
 }
 
 // RemoteOrigin is where a mirrored event was first published: the
@@ -165,25 +159,6 @@ type RemoteOrigin struct {
 	LostFrom uint64 `json:"lostFrom,omitempty"`
 	LostTo   uint64 `json:"lostTo,omitempty"`
 }
-
-// CheckType validates the event's type for publishing, as
-// ValidatePublishType does, and notes in the event that it is valid:
-// Publish, ValidateEvent and the global copy a hub makes of the event then
-// trust it instead of validating it again. A type already checked (and not
-// changed since) is not validated again.
-func (ev *Event) CheckType() error {
-	if ev.typeChecked() {
-		return nil
-	}
-	if err := ValidatePublishType(ev.Type); err != nil {
-		return err
-	}
-	ev.checkedType = ev.Type
-	return nil
-}
-
-// typeChecked reports whether CheckType found the current Type valid.
-func (ev *Event) typeChecked() bool { return ev.checkedType != "" && ev.checkedType == ev.Type }
 
 // lastStamp is the last timestamp formatted: events published in the same
 // millisecond share it.
@@ -221,31 +196,16 @@ var tailPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 const timestampLayout = "2006-01-02T15:04:05.000Z07:00"
 
-// prepare validates ev and encodes everything but its id. It does the work
-// that does not need the bus lock, so concurrent publishers encode in
-// parallel.
-//
-// A type CheckType found valid is trusted; any other is validated, and
-// noted in *ev as checked when it is publishable, so that the copy a hub
-// puts on the global bus is not validated again.
-func prepare(ev *Event, session string, allowLocalbus bool) (prepared, error) {
-	switch {
-	case ev.typeChecked():
-	case allowLocalbus && FamilyOf(ev.Type) == FamilyLocalbus:
-		if err := ValidateType(ev.Type); err != nil {
-			return prepared{}, err
-		}
-	default:
-		if err := ev.CheckType(); err != nil {
-			return prepared{}, err
-		}
+// prepare validates ev's data and encodes everything but its id. It does
+// the work that does not need the bus lock, so concurrent publishers
+// encode in parallel. The type and session were parsed where they came in;
+// only the daemon (daemon) publishes one of its own types.
+func prepare(ev *Event, session string, daemon bool) (prepared, error) {
+	if err := checkDaemonType(ev.Type, daemon); err != nil {
+		return prepared{}, err
 	}
-	if ev.Session != "" {
-		// Written into the envelope unescaped, so it must be a valid id.
-		if err := ValidateSessionID(ev.Session); err != nil {
-			return prepared{}, err
-		}
-		session = ev.Session
+	if !ev.Session.IsZero() {
+		session = ev.Session.id
 	}
 	if !utf8.Valid(ev.Data) {
 		// json.Compact passes invalid UTF-8 through, and a WebSocket text
@@ -255,11 +215,11 @@ func prepare(ev *Event, session string, allowLocalbus bool) (prepared, error) {
 	b := tailPool.Get().(*bytes.Buffer)
 	b.Reset()
 	b.WriteString(`,"v":1,"type":"`)
-	b.WriteString(ev.Type) // validated: nothing to escape
+	b.WriteString(ev.Type.name) // parsed: nothing to escape
 	b.WriteByte('"')
 	if session != "" {
 		b.WriteString(`,"session":"`)
-		b.WriteString(session) // validated by the caller: nothing to escape
+		b.WriteString(session) // parsed: nothing to escape
 		b.WriteByte('"')
 	}
 	if ev.Seq != 0 {
@@ -307,7 +267,7 @@ func prepare(ev *Event, session string, allowLocalbus bool) (prepared, error) {
 		b.WriteByte('}')
 	}
 	b.WriteByte('}')
-	p := prepared{typ: ev.Type, tail: b}
+	p := prepared{typ: ev.Type.name, tail: b}
 	if o := ev.Origin; o != nil && o.LostFrom != 0 {
 		p.meta = &frameMeta{lost: Lost{From: o.LostFrom, To: o.LostTo}}
 	}
@@ -432,7 +392,7 @@ func ParseFrame(envelope []byte) (*Frame, error) {
 	if head.ID == 0 {
 		return nil, inputError("envelope", "", "an event needs an id of at least 1")
 	}
-	if err := ValidateType(head.Type); err != nil {
+	if err := validateType(head.Type); err != nil {
 		return nil, err
 	}
 	if bytes.ContainsAny(envelope, "\r\n") {

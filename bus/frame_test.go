@@ -42,78 +42,78 @@ func TestEnvelopeEncoding(t *testing.T) {
 		{
 			name:    "spec example",
 			session: "b-17",
-			ev:      bus.Event{Type: "build:step", Data: json.RawMessage(`{"n":3}`), Originator: "cli-9", Time: fixedTime},
+			ev:      bus.Event{Type: bustest.Type("build:step"), Data: json.RawMessage(`{"n":3}`), Originator: "cli-9", Time: fixedTime},
 			want:    `{"id":1,"v":1,"type":"build:step","session":"b-17","data":{"n":3},"timestamp":"2026-08-22T10:00:00.123Z","originator":"cli-9"}`,
 		},
 		{
 			name:    "no originator, no field",
 			session: "s",
-			ev:      bus.Event{Type: "a:b", Data: json.RawMessage(`1`), Time: fixedTime},
+			ev:      bus.Event{Type: bustest.Type("a:b"), Data: json.RawMessage(`1`), Time: fixedTime},
 			want:    `{"id":1,"v":1,"type":"a:b","session":"s","data":1,"timestamp":"2026-08-22T10:00:00.123Z"}`,
 		},
 		{
 			name:    "data compacted to one line",
 			session: "s",
-			ev:      bus.Event{Type: "a:b", Data: json.RawMessage("\n {\n\t\"k\" : [ 1 , \"x y\" ],\r\n \"z\": {} }\n"), Time: fixedTime},
+			ev:      bus.Event{Type: bustest.Type("a:b"), Data: json.RawMessage("\n {\n\t\"k\" : [ 1 , \"x y\" ],\r\n \"z\": {} }\n"), Time: fixedTime},
 			want:    `{"id":1,"v":1,"type":"a:b","session":"s","data":{"k":[1,"x y"],"z":{}},"timestamp":"2026-08-22T10:00:00.123Z"}`,
 		},
 		{
 			name:    "nil data is null",
 			session: "s",
-			ev:      bus.Event{Type: "a:b", Time: fixedTime},
+			ev:      bus.Event{Type: bustest.Type("a:b"), Time: fixedTime},
 			want:    `{"id":1,"v":1,"type":"a:b","session":"s","data":null,"timestamp":"2026-08-22T10:00:00.123Z"}`,
 		},
 		{
 			name:    "blank data is null",
 			session: "s",
-			ev:      bus.Event{Type: "a:b", Data: json.RawMessage(" \n\t"), Time: fixedTime},
+			ev:      bus.Event{Type: bustest.Type("a:b"), Data: json.RawMessage(" \n\t"), Time: fixedTime},
 			want:    `{"id":1,"v":1,"type":"a:b","session":"s","data":null,"timestamp":"2026-08-22T10:00:00.123Z"}`,
 		},
 		{
 			name:    "timestamp in UTC, milliseconds truncated",
 			session: "s",
-			ev:      bus.Event{Type: "a:b", Time: time.Date(2026, 1, 2, 3, 4, 5, 999_999_999, time.FixedZone("X", -5*3600))},
+			ev:      bus.Event{Type: bustest.Type("a:b"), Time: time.Date(2026, 1, 2, 3, 4, 5, 999_999_999, time.FixedZone("X", -5*3600))},
 			want:    `{"id":1,"v":1,"type":"a:b","session":"s","data":null,"timestamp":"2026-01-02T08:04:05.999Z"}`,
 		},
 		{
 			name:    "timestamp with zero milliseconds keeps three digits",
 			session: "s",
-			ev:      bus.Event{Type: "a:b", Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)},
+			ev:      bus.Event{Type: bustest.Type("a:b"), Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)},
 			want:    `{"id":1,"v":1,"type":"a:b","session":"s","data":null,"timestamp":"2026-01-02T03:04:05.000Z"}`,
 		},
 		{
 			name: "global bus: session and seq from the event",
-			ev:   bus.Event{Type: "a:b", Session: "b-17", Seq: 42, Time: fixedTime},
+			ev:   bus.Event{Type: bustest.Type("a:b"), Session: bustest.SessionID("b-17"), Seq: 42, Time: fixedTime},
 			want: `{"id":1,"v":1,"type":"a:b","session":"b-17","seq":42,"data":null,"timestamp":"2026-08-22T10:00:00.123Z"}`,
 		},
 		{
 			name: "global bus: daemon event without session",
-			ev:   bus.Event{Type: "x:y", Time: fixedTime},
+			ev:   bus.Event{Type: bustest.Type("x:y"), Time: fixedTime},
 			want: `{"id":1,"v":1,"type":"x:y","data":null,"timestamp":"2026-08-22T10:00:00.123Z"}`,
 		},
 		{
 			name:    "originator escaped",
 			session: "s",
-			ev:      bus.Event{Type: "a:b", Originator: "q\"b\\s\n\x01\u2028</", Time: fixedTime},
+			ev:      bus.Event{Type: bustest.Type("a:b"), Originator: "q\"b\\s\n\x01\u2028</", Time: fixedTime},
 			want:    `{"id":1,"v":1,"type":"a:b","session":"s","data":null,"timestamp":"2026-08-22T10:00:00.123Z","originator":"q\"b\\s\u000a\u0001\u2028</"}`,
 		},
 		{
 			name:    "originator invalid UTF-8 replaced",
 			session: "s",
-			ev:      bus.Event{Type: "a:b", Originator: "a\xffb", Time: fixedTime},
+			ev:      bus.Event{Type: bustest.Type("a:b"), Originator: "a\xffb", Time: fixedTime},
 			want:    `{"id":1,"v":1,"type":"a:b","session":"s","data":null,"timestamp":"2026-08-22T10:00:00.123Z","originator":"a\ufffdb"}`,
 		},
 		{
 			name:    "mirrored event carries its origin",
 			session: "a.build",
-			ev:      bus.Event{Type: "a:b", Data: json.RawMessage(`1`), Time: fixedTime, Origin: &bus.RemoteOrigin{Node: "a", Session: "build", ID: 42, Epoch: "e\"1"}},
+			ev:      bus.Event{Type: bustest.Type("a:b"), Data: json.RawMessage(`1`), Time: fixedTime, Origin: &bus.RemoteOrigin{Node: "a", Session: "build", ID: 42, Epoch: "e\"1"}},
 			want:    `{"id":1,"v":1,"type":"a:b","session":"a.build","data":1,"timestamp":"2026-08-22T10:00:00.123Z","origin":{"node":"a","session":"build","id":42,"epoch":"e\"1"}}`,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, bus.Options{Session: tt.session})
+			b := newBus(t, bus.Options{Session: bustest.SessionID(tt.session)})
 			f := publishedFrame(t, b, tt.ev)
 			if got := string(f.JSON()); got != tt.want {
 				t.Errorf("JSON() =\n%s\nwant\n%s", got, tt.want)
@@ -131,8 +131,8 @@ func TestEnvelopeEncoding(t *testing.T) {
 
 func TestEnvelopeDecodes(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, bus.Options{Session: "b-17"})
-	e := bus.Event{Type: "build:step", Data: json.RawMessage(`{"n": 3}`), Originator: "ü\"", Time: fixedTime}
+	b := newBus(t, bus.Options{Session: bustest.SessionID("b-17")})
+	e := bus.Event{Type: bustest.Type("build:step"), Data: json.RawMessage(`{"n": 3}`), Originator: "ü\"", Time: fixedTime}
 	got := bustest.Decode(t, publishedFrame(t, b, e))
 	want := bus.Envelope{ID: 1, V: 1, Type: "build:step", Session: "b-17", Data: json.RawMessage(`{"n":3}`),
 		Timestamp: "2026-08-22T10:00:00.123Z", Originator: "ü\""}
@@ -143,9 +143,9 @@ func TestEnvelopeDecodes(t *testing.T) {
 
 func TestEnvelopeZeroTimeIsNow(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, bus.Options{Session: "s"})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("s")})
 	before := time.Now().UTC().Truncate(time.Millisecond)
-	env := bustest.Decode(t, publishedFrame(t, b, bus.Event{Type: "a:b"}))
+	env := bustest.Decode(t, publishedFrame(t, b, bus.Event{Type: bustest.Type("a:b")}))
 	after := time.Now().UTC()
 	if !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`).MatchString(env.Timestamp) {
 		t.Fatalf("timestamp = %q, want YYYY-MM-DDTHH:MM:SS.mmmZ", env.Timestamp)
@@ -161,7 +161,7 @@ func TestEnvelopeZeroTimeIsNow(t *testing.T) {
 
 func TestFrameAccessors(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, bus.Options{Session: "s"})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("s")})
 	f := publishedFrame(t, b, ev("a:b", `{"x":1}`))
 	if f.ID != 1 || f.Type != "a:b" || f.Reserved() {
 		t.Errorf("frame = {ID %d, Type %q, Reserved %v}, want {1, a:b, false}", f.ID, f.Type, f.Reserved())
@@ -180,11 +180,11 @@ func TestFrameAccessors(t *testing.T) {
 
 func TestFrameSizeEstimateAcrossIDWidths(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, bus.Options{Session: "s", RingSize: 1})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("s"), RingSize: 1})
 	s := subscribe(t, b, bus.SubscribeOptions{})
 	s.Take(nil)
 	for i := 1; i <= 1200; i++ {
-		publish(t, b, bus.Event{Type: "a:b", Originator: "o", Time: fixedTime})
+		publish(t, b, bus.Event{Type: bustest.Type("a:b"), Originator: "o", Time: fixedTime})
 		frames, _ := s.Take(nil)
 		for _, f := range frames {
 			if cap(f.SSE()) != len(f.SSE()) {
@@ -199,7 +199,7 @@ var sseLine = regexp.MustCompile(`^(id: [1-9][0-9]*|event: [a-z][a-z0-9_-]*:[A-Z
 
 func TestReservedFramesSSE(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, bus.Options{Session: "s", RingSize: 2})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("s"), RingSize: 2})
 	publishN(t, b, "a:b", 5)
 	s := subscribe(t, b, bus.SubscribeOptions{Cursor: ptr[uint64](1)})
 	b.Close()
@@ -306,8 +306,8 @@ func TestErrorFrame(t *testing.T) {
 
 func TestParseFrameRoundTrip(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, bus.Options{Session: "s"})
-	orig := publishedFrame(t, b, bus.Event{Type: "a:b", Data: json.RawMessage(`{"x":[1,2]}`), Originator: "o", Time: fixedTime})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("s")})
+	orig := publishedFrame(t, b, bus.Event{Type: bustest.Type("a:b"), Data: json.RawMessage(`{"x":[1,2]}`), Originator: "o", Time: fixedTime})
 	got, err := bus.ParseFrame(orig.JSON())
 	if err != nil {
 		t.Fatalf("ParseFrame = %v", err)

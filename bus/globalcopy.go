@@ -77,7 +77,7 @@ func (b *Bus) stageCopies(batches []Copies) (Staged, error) {
 			preps = append(preps, p)
 		}
 	}
-	return b.commit(preps, nil, false, "", nil)
+	return b.commit(preps, Batch{}) // a copy keeps no frames and no key
 }
 
 // prepareCopy encodes everything but the id of the copy of f, an event of

@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 )
 
 func newBusPair(t testing.TB) (session, global *bus.Bus) {
 	t.Helper()
-	session, err := bus.New(bus.Options{Session: "s"})
+	session, err := bus.New(bus.Options{Session: bustest.SessionID("s")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,9 +60,9 @@ func encodedCopy(t testing.TB, ev bus.Event, seq, id uint64) []byte {
 	}
 	defer g.Close()
 	for range id - 1 {
-		g.PublishDaemon(bus.Event{Type: "localbus:pad"})
+		g.PublishDaemon(bus.Event{Type: bus.TypeReloaded})
 	}
-	ev.Session, ev.Seq = "s", seq
+	ev.Session, ev.Seq = bustest.SessionID("s"), seq
 	frames, err := g.PublishFrames(nil, ev)
 	if err != nil {
 		t.Fatalf("encoding the copy: %v", err)
@@ -72,14 +73,14 @@ func encodedCopy(t testing.TB, ev bus.Event, seq, id uint64) []byte {
 func TestPublishCopiesServesTheBytesOfAnEncodedCopyAndCarriesItsOrigin(t *testing.T) {
 	session, global := newBusPair(t)
 	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	global.PublishDaemon(bus.Event{Type: "localbus:x"}) // global ids differ from session ids
+	global.PublishDaemon(bus.Event{Type: bus.TypeReloaded}) // global ids differ from session ids
 	tests := []struct {
 		name string
 		ev   bus.Event
 	}{
-		{"null data", bus.Event{Type: "a:b", Time: at}},
-		{"object with spaces", bus.Event{Type: "build:step", Data: json.RawMessage(`{"n": 3, "s":"\"session\":\"x\""}`), Time: at}},
-		{"originator", bus.Event{Type: "x:y", Data: json.RawMessage(`[1,2]`), Originator: "cli-\"9\"", Time: at}},
+		{"null data", bus.Event{Type: bustest.Type("a:b"), Time: at}},
+		{"object with spaces", bus.Event{Type: bustest.Type("build:step"), Data: json.RawMessage(`{"n": 3, "s":"\"session\":\"x\""}`), Time: at}},
+		{"originator", bus.Event{Type: bustest.Type("x:y"), Data: json.RawMessage(`[1,2]`), Originator: "cli-\"9\"", Time: at}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,12 +102,12 @@ func TestPublishCopiesServesTheBytesOfAnEncodedCopyAndCarriesItsOrigin(t *testin
 
 func TestOnlyPublishCopiesGivesAFrameAnOrigin(t *testing.T) {
 	session, global := newBusPair(t)
-	ev := bus.Event{Type: "a:b", Data: json.RawMessage(`1`)}
+	ev := bus.Event{Type: bustest.Type("a:b"), Data: json.RawMessage(`1`)}
 	sf, gf := copyOf(t, session, global, ev)
-	ev.Session, ev.Seq = "s", sf.ID
+	ev.Session, ev.Seq = bustest.SessionID("s"), sf.ID
 	sub := subscribe(t, global, bus.SubscribeOptions{})
 	sub.Take(nil) // stream:ready
-	if _, _, err := global.PublishDaemon(bus.Event{Type: "localbus:x"}); err != nil {
+	if _, _, err := global.PublishDaemon(bus.Event{Type: bus.TypeReloaded}); err != nil {
 		t.Fatal(err)
 	}
 	daemon, _ := sub.Take(nil)
@@ -132,12 +133,12 @@ func TestOnlyPublishCopiesGivesAFrameAnOrigin(t *testing.T) {
 
 func TestPublishCopiesRefusesWhatIsNotAnEventOfItsSession(t *testing.T) {
 	session, global := newBusPair(t)
-	other, err := bus.New(bus.Options{Session: "other"})
+	other, err := bus.New(bus.Options{Session: bustest.SessionID("other")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	ev := bus.Event{Type: "a:b", Data: json.RawMessage(`1`)}
+	ev := bus.Event{Type: bustest.Type("a:b"), Data: json.RawMessage(`1`)}
 	sf, gf := copyOf(t, session, global, ev)
 	of, err := other.PublishFrames(nil, ev)
 	if err != nil {
@@ -198,7 +199,7 @@ func FuzzGlobalCopy(f *testing.F) {
 	f.Fuzz(func(t *testing.T, typ string, data []byte, originator string, ms int64) {
 		bus.AppendGlobalEnvelope(nil, typ, data, 1)
 		session, global := newBusPair(t)
-		ev := bus.Event{Type: typ, Data: data, Originator: originator, Time: time.UnixMilli(ms)}
+		ev := bus.Event{Type: bustest.Type(typ), Data: data, Originator: originator, Time: time.UnixMilli(ms)}
 		if _, _, err := session.Publish(ev); err != nil {
 			return // refused: nothing to copy
 		}
@@ -217,7 +218,7 @@ func FuzzGlobalCopy(f *testing.F) {
 // again (Publish with Session and Seq).
 func BenchmarkGlobalCopy(b *testing.B) {
 	session, global := newBusPair(b)
-	ev := bus.Event{Type: "bench:event", Data: json.RawMessage(`{"n":1,"pad":"` + string(bytes.Repeat([]byte("p"), 260)) + `"}`), Time: time.Now()}
+	ev := bus.Event{Type: bustest.Type("bench:event"), Data: json.RawMessage(`{"n":1,"pad":"` + string(bytes.Repeat([]byte("p"), 260)) + `"}`), Time: time.Now()}
 	frames, err := session.PublishFrames(nil, ev)
 	if err != nil {
 		b.Fatal(err)
@@ -231,7 +232,7 @@ func BenchmarkGlobalCopy(b *testing.B) {
 	})
 	b.Run("Encode", func(b *testing.B) {
 		b.ReportAllocs()
-		ev.Session, ev.Seq = "s", frames[0].ID
+		ev.Session, ev.Seq = bustest.SessionID("s"), frames[0].ID
 		for b.Loop() {
 			global.Publish(ev)
 		}

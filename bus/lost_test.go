@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 )
 
 // mirrored is an event mirrored in from node a's session s1, origin id id,
@@ -23,7 +24,7 @@ const lostGap = `stream:gap {earliestAvailableId:%d,lastDeliveredId:%d,lastId:%d
 // its own cursor as lastDeliveredId; events without a loss bring none.
 func TestUpstreamLostGapLive(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, bus.Options{Session: "a.s1"})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("a.s1")})
 	publish(t, b, mirrored("a:x", 1, 0, 0))
 	all := subscribe(t, b, bus.SubscribeOptions{})
 	filtered := subscribe(t, b, bus.SubscribeOptions{Filter: mustFilter(t, "b:*")})
@@ -51,7 +52,7 @@ func TestUpstreamLostGapLive(t *testing.T) {
 // gets none.
 func TestUpstreamLostGapOnReplay(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, bus.Options{Session: "a.s1"})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("a.s1")})
 	publish(t, b, mirrored("a:x", 1, 0, 0), mirrored("a:x", 2, 0, 0), mirrored("a:x", 7, 3, 6), mirrored("a:x", 8, 0, 0))
 
 	envs, _ := take(t, subscribe(t, b, bus.SubscribeOptions{Cursor: ptr[uint64](1)}))
@@ -131,10 +132,10 @@ func TestLostIsInTheEnvelopeAndSurvivesARebuild(t *testing.T) {
 // without them, not a reserved frame.
 func TestLostIsReadOnlyFromTheOrigin(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, bus.Options{Session: "s"})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("s")})
 	frames, err := b.PublishFrames(nil,
 		ev("a:x", `{"origin":{"lostFrom":1,"lostTo":2}}`),
-		bus.Event{Type: "a:x", Data: []byte(`{}`), Originator: `,"lostFrom":1,"lostTo":2}}`},
+		bus.Event{Type: bustest.Type("a:x"), Data: []byte(`{}`), Originator: `,"lostFrom":1,"lostTo":2}}`},
 		mirrored("a:x", 5, 0, 0),
 	)
 	if err != nil {
@@ -169,7 +170,7 @@ func TestLostIsReadOnlyFromTheOrigin(t *testing.T) {
 // event's origin id is refused like any bad input, burning no id.
 func TestLostMustPrecedeTheOriginID(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, bus.Options{Session: "s"})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("s")})
 	for _, e := range []bus.Event{mirrored("a:x", 5, 3, 5), mirrored("a:x", 5, 4, 3)} {
 		if _, _, err := b.Publish(e); !bus.IsInputError(err) {
 			t.Errorf("Publish(lost %d..%d before %d) = %v, want an input error", e.Origin.LostFrom, e.Origin.LostTo, e.Origin.ID, err)

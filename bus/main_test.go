@@ -76,7 +76,7 @@ func ev(typ, data string) bus.Event {
 	if data != "" {
 		d = json.RawMessage(data)
 	}
-	return bus.Event{Type: typ, Data: d, Time: fixedTime}
+	return bus.Event{Type: bustest.Type(typ), Data: d, Time: fixedTime}
 }
 
 // publish publishes events and fails the test on error; it returns the last id.

@@ -6,10 +6,11 @@ import (
 	"testing"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 )
 
 func TestNewFrameRebuildsPublishedFrame(t *testing.T) {
-	b, err := bus.New(bus.Options{Session: "s"})
+	b, err := bus.New(bus.Options{Session: bustest.SessionID("s")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -18,9 +19,9 @@ func TestNewFrameRebuildsPublishedFrame(t *testing.T) {
 		name string
 		ev   bus.Event
 	}{
-		{"null data", bus.Event{Type: "a:b"}},
-		{"object", bus.Event{Type: "build:step", Data: json.RawMessage(`{"n": 3}`)}},
-		{"originator", bus.Event{Type: "x:y", Data: json.RawMessage(`"\u2028"`), Originator: "cli-9"}},
+		{"null data", bus.Event{Type: bustest.Type("a:b")}},
+		{"object", bus.Event{Type: bustest.Type("build:step"), Data: json.RawMessage(`{"n": 3}`)}},
+		{"originator", bus.Event{Type: bustest.Type("x:y"), Data: json.RawMessage(`"\u2028"`), Originator: "cli-9"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -108,7 +108,7 @@ func (b *Bus) Stage(p Batch) (Staged, error) {
 		}
 		preps = append(preps, pr)
 	}
-	return b.commit(preps, p.Frames, p.KeepFrames, p.Key, p.KeyValue)
+	return b.commit(preps, p)
 }
 
 // Finish waits until the staged batch is durable, then delivers it and
@@ -161,12 +161,14 @@ func (b *Bus) deliverDurableLocked(durable uint64) {
 	b.pending = b.pending[:rest]
 }
 
-// commit gives preps their ids and appends their frames to the store,
-// under b.mu. When they are durable (and no earlier batch is waiting) it
-// queues them to the subscribers at once; otherwise Finish does, once they
-// are. With keep it appends the frames to dst and returns the result in
-// st.Frames; otherwise it builds them in the bus's scratch slice.
-func (b *Bus) commit(preps []prepared, dst []*Frame, keep bool, key string, keyValue func(first, last uint64) []byte) (st Staged, err error) {
+// commit gives preps, the prepared events of p, their ids and appends
+// their frames to the store, under b.mu. When they are durable (and no
+// earlier batch is waiting) it queues them to the subscribers at once;
+// otherwise Finish does, once they are. With p.KeepFrames it appends the
+// frames to p.Frames and returns the result in st.Frames; otherwise it
+// builds them in the bus's scratch slice. p.Key and p.KeyValue go to a
+// KeyStore.
+func (b *Bus) commit(preps []prepared, p Batch) (st Staged, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -175,15 +177,16 @@ func (b *Bus) commit(preps []prepared, dst []*Frame, keep bool, key string, keyV
 	if b.failed != nil {
 		return Staged{}, b.failed
 	}
-	if !keep {
+	dst := p.Frames
+	if !p.KeepFrames {
 		dst = b.frames[:0]
 	}
 	frames := buildFrames(dst, preps, b.lastID+1)
 	batch := frames[len(dst):]
 	durable := true
 	var mark uint64
-	if ks, ok := b.store.(KeyStore); ok && key != "" && keyValue != nil {
-		mark, durable, err = ks.AppendKeyed(batch, key, keyValue(b.lastID+1, b.lastID+uint64(len(preps))))
+	if ks, ok := b.store.(KeyStore); ok && p.Key != "" && p.KeyValue != nil {
+		mark, durable, err = ks.AppendKeyed(batch, p.Key, p.KeyValue(b.lastID+1, b.lastID+uint64(len(preps))))
 	} else if ds, ok := b.store.(DeferredStore); ok {
 		mark, durable, err = ds.AppendDeferred(batch)
 	} else {
@@ -204,7 +207,7 @@ func (b *Bus) commit(preps []prepared, dst []*Frame, keep bool, key string, keyV
 		st.wait = true
 		b.pending = append(b.pending, pendingBatch{mark: mark, durable: durable, frames: slices.Clone(batch)})
 	}
-	if keep {
+	if p.KeepFrames {
 		st.Frames = frames
 		return st, nil
 	}

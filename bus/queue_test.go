@@ -23,7 +23,7 @@ func queueBus(tb testing.TB, maxQueuedBytes int64) *bus.Bus {
 	tb.Helper()
 	r := bus.NewRing(1000, 1<<30)
 	r.Restore(base)
-	return newBus(tb, bus.Options{Session: "s", Store: r, MaxQueuedBytes: maxQueuedBytes})
+	return newBus(tb, bus.Options{Session: bustest.SessionID("s"), Store: r, MaxQueuedBytes: maxQueuedBytes})
 }
 
 // eventSize is the encoded size of e published on a queue bus.
@@ -419,7 +419,7 @@ func TestEvictionDoesNotDisturbOthers(t *testing.T) {
 
 func TestPublishNeverBlocksOnAReader(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, bus.Options{Session: "s", RingSize: 100})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("s"), RingSize: 100})
 	for range 10 {
 		subscribe(t, b, bus.SubscribeOptions{}) // never read
 	}
@@ -431,7 +431,7 @@ func TestPublishNeverBlocksOnAReader(t *testing.T) {
 
 func TestSubscribeRegistersSynchronously(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, bus.Options{Session: "s"})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("s")})
 	s := subscribe(t, b, bus.SubscribeOptions{})
 	publish(t, b, small)
 	select {
@@ -495,7 +495,7 @@ func TestCloseAfterEndKeepsReason(t *testing.T) {
 func TestCloseWakesWaitingWriter(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := newBus(t, bus.Options{Session: "s"})
+		b := newBus(t, bus.Options{Session: bustest.SessionID("s")})
 		s := subscribe(t, b, bus.SubscribeOptions{})
 		done := make(chan bus.EndReason)
 		go func() {
@@ -518,7 +518,7 @@ func TestCloseWakesWaitingWriter(t *testing.T) {
 func TestContextCancelRemovesSubscriber(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := newBus(t, bus.Options{Session: "s"})
+		b := newBus(t, bus.Options{Session: bustest.SessionID("s")})
 		ctx, cancel := context.WithCancel(context.Background())
 		s, err := b.Subscribe(ctx, bus.SubscribeOptions{})
 		if err != nil {
@@ -543,7 +543,7 @@ func TestContextCancelRemovesSubscriber(t *testing.T) {
 func TestSubscribeWithCancelledContext(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := newBus(t, bus.Options{Session: "s"})
+		b := newBus(t, bus.Options{Session: bustest.SessionID("s")})
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		s, err := b.Subscribe(ctx, bus.SubscribeOptions{})
@@ -561,7 +561,7 @@ func TestSubscribeWithCancelledContext(t *testing.T) {
 func TestSubscribeWithCancelledContextAlone(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := newBus(t, bus.Options{Session: "s"})
+		b := newBus(t, bus.Options{Session: bustest.SessionID("s")})
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		s, err := b.Subscribe(ctx, bus.SubscribeOptions{})
@@ -577,7 +577,7 @@ func TestSubscribeWithCancelledContextAlone(t *testing.T) {
 
 func TestCloseAndCancelConcurrently(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, bus.Options{Session: "s", MaxSubscribers: 1000})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("s"), MaxSubscribers: 1000})
 	done := make(chan struct{})
 	for range 200 {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -664,7 +664,7 @@ func TestEndStreamsKeepsTheBus(t *testing.T) {
 
 func TestRetryHintIsJittered(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, bus.Options{Session: "s", MaxSubscribers: 200})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("s"), MaxSubscribers: 200})
 	var subs []*bus.Subscription
 	for range 200 {
 		subs = append(subs, idle(t, b, bus.SubscribeOptions{}))
@@ -764,7 +764,7 @@ func TestSetFilterOnFamilyStream(t *testing.T) {
 
 func TestSetLimits(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, bus.Options{Session: "s", RingSize: 100, MaxQueued: 100})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("s"), RingSize: 100, MaxQueued: 100})
 	publishSmall(t, b, 50)
 	old := idle(t, b, bus.SubscribeOptions{})
 	if err := b.SetLimits(bus.Limits{RingSize: 10, MaxQueued: 32}); err != nil {
@@ -804,9 +804,9 @@ func TestSetLimits(t *testing.T) {
 
 func TestBadInputDoesNotDisturbOthers(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, bus.Options{Session: "s"})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("s")})
 	s := idle(t, b, bus.SubscribeOptions{Filter: mustFilter(t, "a:*")})
-	b.Publish(ev("stream:x", ""))
+	b.Publish(ev("localbus:reloaded", ""))
 	b.Publish(ev("a:x", "{"))
 	b.Publish()
 	b.Subscribe(context.Background(), bus.SubscribeOptions{MaxQueued: 1})
@@ -823,7 +823,7 @@ func TestBadInputDoesNotDisturbOthers(t *testing.T) {
 func TestEndStreamsWithAnOddReasonStillEndsThem(t *testing.T) {
 	t.Parallel()
 	for _, reason := range []bus.EndReason{bus.EndNone, bus.EndLagged, bus.EndCancelled, "bogus"} {
-		b := newBus(t, bus.Options{Session: "s"})
+		b := newBus(t, bus.Options{Session: bustest.SessionID("s")})
 		s := idle(t, b, bus.SubscribeOptions{})
 		b.EndStreams(reason)
 		envs, ended := take(t, s)
@@ -842,7 +842,7 @@ func TestEndStreamsWithAnOddReasonStillEndsThem(t *testing.T) {
 // every goroutine.
 func TestCancelledSubscriberHoldsNoGoroutine(t *testing.T) {
 	before := goleak.IgnoreCurrent()
-	b := newBus(t, bus.Options{Session: "s", MaxSubscribers: 100})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("s"), MaxSubscribers: 100})
 	var cancels []context.CancelFunc
 	for range 100 {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -878,7 +878,7 @@ func TestCancelledSubscriberHoldsNoGoroutine(t *testing.T) {
 // and, once evicted, reports stream:lagged's reason.
 func TestSlowWarningsAndEvictionsReportTheirReason(t *testing.T) {
 	data := `"` + strings.Repeat("x", 1000) + `"`
-	byBytes := newBus(t, bus.Options{Session: "s", MaxQueued: 256, MaxQueuedBytes: 4096})
+	byBytes := newBus(t, bus.Options{Session: bustest.SessionID("s"), MaxQueued: 256, MaxQueuedBytes: 4096})
 	sb := subscribe(t, byBytes, bus.SubscribeOptions{})
 	for range 6 {
 		byBytes.Publish(ev("a:b", data))
@@ -890,7 +890,7 @@ func TestSlowWarningsAndEvictionsReportTheirReason(t *testing.T) {
 		t.Errorf("bytes: subscription SlowWarnings() %d, LagReason() %q; want 1, %q", n, r, bus.LagQueueBytesOverflow)
 	}
 
-	byCount := newBus(t, bus.Options{Session: "s", MaxQueued: 16})
+	byCount := newBus(t, bus.Options{Session: bustest.SessionID("s"), MaxQueued: 16})
 	sc := subscribe(t, byCount, bus.SubscribeOptions{})
 	if r := sc.LagReason(); r != "" {
 		t.Errorf("LagReason() of an open subscription = %q, want empty", r)

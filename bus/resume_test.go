@@ -148,7 +148,7 @@ func TestResumeTable(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, bus.Options{Session: "s", RingSize: tt.ringSize})
+			b := newBus(t, bus.Options{Session: bustest.SessionID("s"), RingSize: tt.ringSize})
 			publishN(t, b, "a:x", 10)
 			s := subscribe(t, b, tt.opts)
 			publish(t, b, ev("a:x", "")) // live: after everything queued at Subscribe
@@ -234,7 +234,7 @@ func TestResumeEmptyRing(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			opts := bus.Options{Session: "s"}
+			opts := bus.Options{Session: bustest.SessionID("s")}
 			if tt.store != nil {
 				opts.Store = tt.store()
 			}
@@ -260,7 +260,7 @@ func TestRestoredStoreContinuesIDs(t *testing.T) {
 	t.Parallel()
 	r := bus.NewRing(10, 1<<20)
 	r.Restore(41)
-	b := newBus(t, bus.Options{Session: "s", Store: r})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("s"), Store: r})
 	if got := b.LastID(); got != 41 {
 		t.Errorf("LastID() = %d, want 41", got)
 	}
@@ -286,7 +286,7 @@ func TestSubscribeRejectsBadOptions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, bus.Options{Session: "s"})
+			b := newBus(t, bus.Options{Session: bustest.SessionID("s")})
 			other := subscribe(t, b, bus.SubscribeOptions{})
 			take(t, other)
 			s, err := b.Subscribe(context.Background(), tt.opts)
@@ -311,7 +311,7 @@ func TestSubscribeRejectsBadOptions(t *testing.T) {
 
 func TestSubscribeMaxQueuedBounds(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, bus.Options{Session: "s", MaxQueued: 100})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("s"), MaxQueued: 100})
 	for _, tt := range []struct{ ask, want int }{{0, 100}, {16, 16}, {2048, 2048}} {
 		s := subscribe(t, b, bus.SubscribeOptions{MaxQueued: tt.ask})
 		if got := s.MaxQueued(); got != tt.want {
@@ -323,12 +323,12 @@ func TestSubscribeMaxQueuedBounds(t *testing.T) {
 func TestSubscribeWithFamily(t *testing.T) {
 	t.Parallel()
 	b := newBus(t, bus.Options{}) // the global bus
-	publish(t, b, bus.Event{Type: "build:a", Session: "x", Seq: 1, Time: fixedTime})
-	publish(t, b, bus.Event{Type: "test:a", Session: "x", Seq: 2, Time: fixedTime})
+	publish(t, b, bus.Event{Type: bustest.Type("build:a"), Session: bustest.SessionID("x"), Seq: 1, Time: fixedTime})
+	publish(t, b, bus.Event{Type: bustest.Type("test:a"), Session: bustest.SessionID("x"), Seq: 2, Time: fixedTime})
 	if _, _, err := b.PublishDaemon(ev("localbus:session-opened", "")); err != nil {
 		t.Fatal(err)
 	}
-	publish(t, b, bus.Event{Type: "build:b", Session: "y", Seq: 1, Time: fixedTime})
+	publish(t, b, bus.Event{Type: bustest.Type("build:b"), Session: bustest.SessionID("y"), Seq: 1, Time: fixedTime})
 
 	tests := []struct {
 		name string
@@ -389,8 +389,8 @@ func TestSubscribeWithFamily(t *testing.T) {
 			}
 		}(tt.name, tt.want)
 	}
-	publish(t, b, bus.Event{Type: "test:b", Session: "x", Seq: 3, Time: fixedTime})
-	publish(t, b, bus.Event{Type: "build:c", Session: "x", Seq: 4, Time: fixedTime})
+	publish(t, b, bus.Event{Type: bustest.Type("test:b"), Session: bustest.SessionID("x"), Seq: 3, Time: fixedTime})
+	publish(t, b, bus.Event{Type: bustest.Type("build:c"), Session: bustest.SessionID("x"), Seq: 4, Time: fixedTime})
 }
 
 func itoa(i int) string { return sprintf("%d", i) }

@@ -10,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 )
 
 var _ bus.Store = (*bus.Ring)(nil)
@@ -290,12 +291,12 @@ func TestRingScanStartIsConstantTime(t *testing.T) {
 
 func TestBusTrimToEvictsOldestButKeepsTheLastEvent(t *testing.T) {
 	var total int64
-	b, err := bus.New(bus.Options{Session: "s", OnRingBytes: func(d int64) { total += d }})
+	b, err := bus.New(bus.Options{Session: bustest.SessionID("s"), OnRingBytes: func(d int64) { total += d }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 10; i++ {
-		if _, _, err := b.Publish(bus.Event{Type: "a:b", Data: []byte(`"` + strings.Repeat("x", 100) + `"`)}); err != nil {
+		if _, _, err := b.Publish(bus.Event{Type: bustest.Type("a:b"), Data: []byte(`"` + strings.Repeat("x", 100) + `"`)}); err != nil {
 			t.Fatal(err)
 		}
 	}

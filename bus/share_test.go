@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/bus/share"
 )
 
@@ -15,7 +16,7 @@ import (
 // changes the share.
 func TestSubscribersAreSharedByPeer(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, bus.Options{Session: "s", MaxSubscribers: 8, PeerShare: 0.25})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("s"), MaxSubscribers: 8, PeerShare: 0.25})
 	hog := share.UID(65534)
 	sub := func(p share.Peer) (*bus.Subscription, error) {
 		return b.Subscribe(context.Background(), bus.SubscribeOptions{Peer: p})
@@ -81,7 +82,7 @@ func TestSubscribersAreSharedByPeer(t *testing.T) {
 // as a slow reader frees its peer's place.
 func TestEvictedSubscriberGivesItsShareBack(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, bus.Options{Session: "s", MaxSubscribers: 4, PeerShare: 0.25})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("s"), MaxSubscribers: 4, PeerShare: 0.25})
 	p := share.UID(7)
 	s, err := b.Subscribe(context.Background(), bus.SubscribeOptions{Peer: p, MaxQueued: 16})
 	if err != nil {
@@ -91,7 +92,7 @@ func TestEvictedSubscriberGivesItsShareBack(t *testing.T) {
 		t.Fatalf("second subscriber of a share of 1 = %v", err)
 	}
 	for range 17 { // one past maxQueued: evicted
-		if _, _, err := b.Publish(bus.Event{Type: "a:b", Data: []byte(`1`)}); err != nil {
+		if _, _, err := b.Publish(bus.Event{Type: bustest.Type("a:b"), Data: []byte(`1`)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 )
 
 // TestResumeBySinceTime pins SubscribeOptions.Since: events 1..10 are
@@ -62,9 +63,9 @@ func TestResumeBySinceTime(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, bus.Options{Session: "s", RingSize: tt.ringSize})
+			b := newBus(t, bus.Options{Session: bustest.SessionID("s"), RingSize: tt.ringSize})
 			for i := 1; i <= 10; i++ {
-				publish(t, b, bus.Event{Type: "a:x", Data: json.RawMessage(`{"timestamp":"1999-01-01T00:00:00Z"}`), Time: at(i)})
+				publish(t, b, bus.Event{Type: bustest.Type("a:x"), Data: json.RawMessage(`{"timestamp":"1999-01-01T00:00:00Z"}`), Time: at(i)})
 			}
 			s := subscribe(t, b, bus.SubscribeOptions{Since: tt.since, Epoch: tt.epoch, Cursor: tt.cursor})
 			envs, _ := take(t, s)
@@ -77,10 +78,10 @@ func TestResumeBySinceTime(t *testing.T) {
 
 func TestFrameTimeIsTheEnvelopesTimestamp(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, bus.Options{Session: "s"})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("s")})
 	when := time.Date(2026, 12, 1, 20, 0, 0, 123_000_000, time.UTC)
 	// Data and originator that mention "timestamp" do not fool it.
-	_, _, err := b.Publish(bus.Event{Type: "a:x", Data: json.RawMessage(`{"timestamp":"2000-01-01T00:00:00Z"}`), Originator: "timestamp", Time: when})
+	_, _, err := b.Publish(bus.Event{Type: bustest.Type("a:x"), Data: json.RawMessage(`{"timestamp":"2000-01-01T00:00:00Z"}`), Originator: "timestamp", Time: when})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,10 +118,10 @@ func IsReservedFamily(f string) bool {
 	return f == FamilyStream || f == FamilyLocalbus
 }
 
-// ValidateType checks the syntax of an event type, family:name, where family
-// matches [a-z][a-z0-9_-]{0,31} and name [A-Za-z0-9_.-]{1,64}. It does not
-// refuse reserved families; see ValidatePublishType.
-func ValidateType(t string) error {
+// validateType checks the syntax of an event type, family:name, where
+// family matches [a-z][a-z0-9_-]{0,31} and name [A-Za-z0-9_.-]{1,64}. It
+// does not refuse reserved families.
+func validateType(t string) error {
 	f, n, ok := splitType(t)
 	if !ok {
 		return inputError("type", t, "want family:name")
@@ -135,48 +135,85 @@ func ValidateType(t string) error {
 	return nil
 }
 
-// ValidatePublishType checks an event type a client wants to publish: valid
-// syntax and not of a reserved family.
-func ValidatePublishType(t string) error {
-	if err := ValidateType(t); err != nil {
-		return err
+// A Type is the type of an event a client may publish: family:name, where
+// family matches [a-z][a-z0-9_-]{0,31} and is not reserved, and name
+// matches [A-Za-z0-9_.-]{1,64}. Only ParseType builds one (the daemon's own
+// types, of the reserved family localbus, are the Type variables below), so
+// code that takes a Type checks nothing again. The zero Type is no type.
+type Type struct{ name string }
+
+// The daemon's own event types (SPEC §4), of the reserved family localbus:
+// a publish takes them only in a Batch with Daemon set.
+var (
+	TypeSessionOpened = Type{"localbus:session-opened"}
+	TypeSessionClosed = Type{"localbus:session-closed"}
+	TypeReloaded      = Type{"localbus:reloaded"}
+)
+
+// ParseType parses the type of an event to publish; a bad one, or one of a
+// reserved family, is an *InputError of the field "type".
+func ParseType(s string) (Type, error) {
+	if err := validateType(s); err != nil {
+		return Type{}, err
 	}
-	if f := FamilyOf(t); IsReservedFamily(f) {
-		return inputError("type", t, "family "+f+" is reserved for the daemon")
+	if f := FamilyOf(s); IsReservedFamily(f) {
+		return Type{}, inputError("type", s, "family "+f+" is reserved for the daemon")
 	}
-	return nil
+	return Type{s}, nil
 }
 
-// ValidateSessionID checks a session id: [A-Za-z0-9][A-Za-z0-9._-]{0,127}.
-// A valid id is safe as a path component: it is never "." or "..", and holds
-// no slash.
-func ValidateSessionID(id string) error {
+// String returns the type, "" for the zero Type.
+func (t Type) String() string { return t.name }
+
+// IsZero reports whether t is the zero Type, no type.
+func (t Type) IsZero() bool { return t.name == "" }
+
+// Family returns the type's family; the zero Family for the zero Type.
+func (t Type) Family() Family { return Family{FamilyOf(t.name)} }
+
+// A SessionID is a valid session id, [A-Za-z0-9][A-Za-z0-9._-]{0,127}:
+// safe as a path component (never "." or "..", no slash) and written into
+// an envelope unescaped. Only ParseSessionID builds one, so code that
+// takes a SessionID checks nothing again. The zero SessionID is no
+// session.
+type SessionID struct{ id string }
+
+// ParseSessionID parses a session id; a bad one is an *InputError of the
+// field "session".
+func ParseSessionID(s string) (SessionID, error) {
+	if !validSessionID(s) {
+		return SessionID{}, inputError("session", s, "want 1 to 128 characters of [A-Za-z0-9._-], starting with a letter or digit")
+	}
+	return SessionID{s}, nil
+}
+
+// String returns the id, "" for the zero SessionID.
+func (id SessionID) String() string { return id.id }
+
+// IsZero reports whether id is the zero SessionID, no session.
+func (id SessionID) IsZero() bool { return id.id == "" }
+
+func validSessionID(id string) bool {
 	if len(id) < 1 || len(id) > 128 {
-		return inputError("session", id, "want 1 to 128 characters of [A-Za-z0-9._-], starting with a letter or digit")
+		return false
 	}
 	for i := 0; i < len(id); i++ {
 		c := id[i]
 		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 		if !alnum && (i == 0 || !(c == '.' || c == '_' || c == '-')) {
-			return inputError("session", id, "want 1 to 128 characters of [A-Za-z0-9._-], starting with a letter or digit")
+			return false
 		}
 	}
-	return nil
+	return true
 }
 
-// ValidateEvent checks what Publish would check of ev, without encoding it:
-// a publishable type, a valid Session if one is set, and JSON data. It lets
-// a caller refuse a batch before it acts on it (say, before creating a
-// session for it). The type is checked with ev.CheckType, so a type
-// checked before is trusted, and Publish trusts it after.
+// ValidateEvent checks what Publish would check of ev, without encoding
+// it: a type (not one of the daemon's) and JSON data; its Type and Session
+// were parsed where they came in. It lets a caller refuse a batch before it acts on
+// it (say, before creating a session for it).
 func ValidateEvent(ev *Event) error {
-	if err := ev.CheckType(); err != nil {
+	if err := checkDaemonType(ev.Type, false); err != nil {
 		return err
-	}
-	if ev.Session != "" {
-		if err := ValidateSessionID(ev.Session); err != nil {
-			return err
-		}
 	}
 	if !utf8.Valid(ev.Data) {
 		// As prepare: json.Valid accepts invalid UTF-8 that Publish refuses.
@@ -184,6 +221,19 @@ func ValidateEvent(ev *Event) error {
 	}
 	if len(bytes.TrimSpace(ev.Data)) > 0 && !json.Valid(ev.Data) {
 		return inputError("data", "", "not valid JSON")
+	}
+	return nil
+}
+
+// checkDaemonType refuses the zero Type, in the words ParseType("") would
+// use, and, unless daemon, the daemon's own types (the only Types of a
+// reserved family), in the words ParseType would use for them.
+func checkDaemonType(t Type, daemon bool) error {
+	if t.name == "" {
+		return inputError("type", "", "want family:name")
+	}
+	if !daemon && len(t.name) > len(FamilyLocalbus) && t.name[len(FamilyLocalbus)] == ':' && t.name[:len(FamilyLocalbus)] == FamilyLocalbus {
+		return inputError("type", t.name, "family "+FamilyLocalbus+" is reserved for the daemon")
 	}
 	return nil
 }

@@ -8,13 +8,13 @@ import (
 	"github.com/localbus/localbus/bus"
 )
 
-func TestValidateType(t *testing.T) {
+func TestParseType(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name    string
 		in      string
-		ok      bool
-		publish bool // ValidatePublishType accepts it too
+		ok      bool // family:name, reserved or not
+		publish bool // ParseType accepts it: ok, and not reserved
 	}{
 		{"simple", "build:step", true, true},
 		{"family one letter", "a:b", true, true},
@@ -48,30 +48,42 @@ func TestValidateType(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			err := bus.ValidateType(tt.in)
-			if (err == nil) != tt.ok {
-				t.Errorf("ValidateType(%q) = %v, want ok %v", tt.in, err, tt.ok)
-			}
-			if err != nil && !isInputError(err, "type") {
-				t.Errorf("ValidateType(%q) = %#v, want *InputError{Field: type}", tt.in, err)
-			}
-			err = bus.ValidatePublishType(tt.in)
+			typ, err := bus.ParseType(tt.in)
 			if (err == nil) != tt.publish {
-				t.Errorf("ValidatePublishType(%q) = %v, want ok %v", tt.in, err, tt.publish)
+				t.Fatalf("ParseType(%q) = %v, want ok %v", tt.in, err, tt.publish)
 			}
-			if err != nil && !isInputError(err, "type") {
-				t.Errorf("ValidatePublishType(%q) = %#v, want *InputError{Field: type}", tt.in, err)
+			if err != nil {
+				if !isInputError(err, "type") {
+					t.Errorf("ParseType(%q) = %#v, want *InputError{Field: type}", tt.in, err)
+				}
+				if reserved := strings.Contains(err.Error(), "reserved"); reserved != tt.ok {
+					t.Errorf("ParseType(%q) = %v; saying reserved %v, want %v (the syntax is fine)", tt.in, err, reserved, tt.ok)
+				}
+				if !typ.IsZero() {
+					t.Errorf("ParseType(%q) = %q with its error, want the zero Type", tt.in, typ)
+				}
+				return
+			}
+			if typ.String() != tt.in || typ.IsZero() || typ.Family().String() != bus.FamilyOf(tt.in) {
+				t.Errorf("ParseType(%q) = %q (zero %v, family %q), want it back", tt.in, typ, typ.IsZero(), typ.Family())
 			}
 		})
 	}
 }
 
-func TestValidatePublishTypeNamesReservedFamily(t *testing.T) {
+// TestTheDaemonsTypesAreReserved: the daemon's own types are the only
+// Types of a reserved family, and only a Batch with Daemon takes them.
+func TestTheDaemonsTypesAreReserved(t *testing.T) {
 	t.Parallel()
-	for _, typ := range []string{"stream:ready", "localbus:x"} {
-		err := bus.ValidatePublishType(typ)
-		if err == nil || !strings.Contains(err.Error(), "reserved") {
-			t.Errorf("ValidatePublishType(%q) = %v, want an error saying reserved", typ, err)
+	for _, typ := range []bus.Type{bus.TypeSessionOpened, bus.TypeSessionClosed, bus.TypeReloaded} {
+		if typ.Family().String() != bus.FamilyLocalbus || !typ.Family().Reserved() {
+			t.Errorf("%q: family %q, want localbus, reserved", typ, typ.Family())
+		}
+		if _, err := bus.ParseType(typ.String()); err == nil || !strings.Contains(err.Error(), "reserved") {
+			t.Errorf("ParseType(%q) = %v, want an error saying reserved", typ, err)
+		}
+		if err := bus.ValidateEvent(&bus.Event{Type: typ}); !isInputError(err, "type") {
+			t.Errorf("ValidateEvent(%q) = %v, want *InputError{Field: type}", typ, err)
 		}
 	}
 }
@@ -131,7 +143,7 @@ func TestFamilyOfAndReserved(t *testing.T) {
 	}
 }
 
-func TestValidateSessionID(t *testing.T) {
+func TestParseSessionID(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
@@ -163,12 +175,19 @@ func TestValidateSessionID(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			err := bus.ValidateSessionID(tt.in)
+			id, err := bus.ParseSessionID(tt.in)
 			if (err == nil) != tt.ok {
-				t.Errorf("ValidateSessionID(%q) = %v, want ok %v", tt.in, err, tt.ok)
+				t.Errorf("ParseSessionID(%q) = %v, want ok %v", tt.in, err, tt.ok)
 			}
 			if err != nil && !isInputError(err, "session") {
-				t.Errorf("ValidateSessionID(%q) = %#v, want *InputError{Field: session}", tt.in, err)
+				t.Errorf("ParseSessionID(%q) = %#v, want *InputError{Field: session}", tt.in, err)
+			}
+			want := ""
+			if tt.ok {
+				want = tt.in
+			}
+			if id.String() != want || id.IsZero() == tt.ok {
+				t.Errorf("ParseSessionID(%q) = %q (zero %v), want %q", tt.in, id, id.IsZero(), want)
 			}
 		})
 	}
@@ -181,8 +200,8 @@ func TestInputErrorMessage(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"type", bus.ValidateType("nope"), `bus: invalid type "nope": want family:name`},
-		{"no value", bus.ValidateType(""), `bus: invalid type: want family:name`},
+		{"type", parseTypeErr("nope"), `bus: invalid type "nope": want family:name`},
+		{"no value", parseTypeErr(""), `bus: invalid type: want family:name`},
 	}
 	for _, tt := range tests {
 		if got := tt.err.Error(); got != tt.want {
@@ -195,7 +214,7 @@ func TestInputErrorMessage(t *testing.T) {
 	if bus.IsInputError(errors.New("other")) || bus.IsInputError(nil) || bus.IsInputError(bus.ErrClosed) {
 		t.Error("IsInputError is true for an error that is not an *InputError")
 	}
-	wrapped := errors.Join(errors.New("ctx"), bus.ValidateType(""))
+	wrapped := errors.Join(errors.New("ctx"), parseTypeErr(""))
 	if !bus.IsInputError(wrapped) {
 		t.Error("IsInputError(wrapped) = false, want true")
 	}
@@ -204,9 +223,9 @@ func TestInputErrorMessage(t *testing.T) {
 func TestInputErrorShortensLongValues(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("x", 10_000)
-	err := bus.ValidateType(long)
+	err := parseTypeErr(long)
 	if err == nil {
-		t.Fatal("ValidateType(10000 x) = nil")
+		t.Fatal("ParseType(10000 x) = nil")
 	}
 	if n := len(err.Error()); n > 200 {
 		t.Errorf("len(Error()) = %d, want a short message", n)
@@ -215,4 +234,10 @@ func TestInputErrorShortensLongValues(t *testing.T) {
 	if !errors.As(err, &ie) || !strings.HasPrefix(long, strings.TrimSuffix(ie.Value, "…")) {
 		t.Errorf("Value = %q, want a prefix of the input", ie.Value)
 	}
+}
+
+// parseTypeErr is ParseType's error for s.
+func parseTypeErr(s string) error {
+	_, err := bus.ParseType(s)
+	return err
 }

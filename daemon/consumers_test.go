@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/daemon/journal"
 )
@@ -34,8 +35,8 @@ func TestHubConsumersLiveInTheJournal(t *testing.T) {
 		return j, h
 	}
 	j, h := openHub()
-	evs := []bus.Event{{Type: "t:e", Data: json.RawMessage(`1`)}, {Type: "t:e", Data: json.RawMessage(`2`)}, {Type: "t:e", Data: json.RawMessage(`3`)}}
-	if _, _, err := h.Publish("s", evs); err != nil {
+	evs := []bus.Event{{Type: bustest.Type("t:e"), Data: json.RawMessage(`1`)}, {Type: bustest.Type("t:e"), Data: json.RawMessage(`2`)}, {Type: bustest.Type("t:e"), Data: json.RawMessage(`3`)}}
+	if _, _, err := h.Publish(bustest.SessionID("s"), evs); err != nil {
 		t.Fatal(err)
 	}
 	s, _ := h.Session("s")
@@ -78,7 +79,7 @@ func TestHubConsumersLiveInTheJournal(t *testing.T) {
 	if err := h.Delete("s"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := h.Publish("s", evs[:1]); err != nil {
+	if _, _, err := h.Publish(bustest.SessionID("s"), evs[:1]); err != nil {
 		t.Fatal(err)
 	}
 	s, _ = h.Session("s")

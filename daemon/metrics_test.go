@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 )
 
 // TestMetricsRegistryPassesLint runs client_golang's linter (the checks
@@ -27,7 +28,7 @@ func TestMetricsRegistryPassesLint(t *testing.T) {
 		d.hub.Close()
 		d.closeJournal()
 	}()
-	if _, _, err := d.hub.Publish("s", []bus.Event{{Type: "a:b"}}); err != nil {
+	if _, _, err := d.hub.Publish(bustest.SessionID("s"), []bus.Event{{Type: bustest.Type("a:b")}}); err != nil {
 		t.Fatal(err)
 	}
 	d.metrics.reloads.WithLabelValues(reloadOK).Inc()

@@ -109,7 +109,7 @@ func (d *Daemon) applyReload(p reloadPlan) {
 	d.cfg = next
 	d.hub.EndStreams(bus.EndReload)
 	data, _ := json.Marshal(map[string]any{"time": time.Now().UTC().Format(time.RFC3339Nano)})
-	d.hub.Announce(bus.Event{Type: "localbus:reloaded", Data: data})
+	d.hub.Announce(bus.Event{Type: bus.TypeReloaded, Data: data})
 	d.metrics.reloads.WithLabelValues(reloadOK).Inc()
 	// Names only: a key's secret and hash never reach the log.
 	d.log.Info("reloaded", "changed", changed, "kept_until_restart", p.restartNeeded,

@@ -19,6 +19,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/ipc/access"
 	"github.com/localbus/localbus/ipc/wire"
@@ -317,7 +318,7 @@ func newRouteFixture(t *testing.T, mod func(*Auth), opts ...func(*Options)) *rou
 		}
 		hb.Close()
 	})
-	if _, err := hb.Create("s1", 0); err != nil {
+	if _, err := hb.Create(bustest.SessionID("s1"), 0); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -458,7 +459,7 @@ func TestEveryRouteEnforcesItsScope(t *testing.T) {
 
 	f := newRouteFixture(t, nil)
 	for _, c := range matrixCallers {
-		if _, err := f.hub.Create("del-"+c.name, 0); err != nil {
+		if _, err := f.hub.Create(bustest.SessionID("del-"+c.name), 0); err != nil {
 			t.Fatal(err)
 		}
 	}

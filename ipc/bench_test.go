@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/ipctest"
@@ -163,7 +164,7 @@ func (c *counter) close() {
 // 100 to subs subscribers and waits until each has them all.
 func benchmarkFanout(b *testing.B, subs int, ws bool) {
 	srv := ipctest.New(b, ipctest.Options{Hub: hub.Options{AutoCreate: true, Limits: bus.Limits{MaxSubscribers: subs}}})
-	s, err := srv.Hub.Create("b", 0)
+	s, err := srv.Hub.Create(bustest.SessionID("b"), 0)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func benchmarkFanout(b *testing.B, subs int, ws bool) {
 	ipctest.Eventually(b, ipctest.Wait, "the subscribers", func() bool { return s.Bus.Stats().Subscribers == subs })
 	batch := make([]bus.Event, 100)
 	for i := range batch {
-		batch[i] = bus.Event{Type: "bench:event", Data: []byte(`{"pad":"` + strings.Repeat("x", 246) + `"}`)}
+		batch[i] = bus.Event{Type: bustest.Type("bench:event"), Data: []byte(`{"pad":"` + strings.Repeat("x", 246) + `"}`)}
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -193,7 +194,7 @@ func benchmarkFanout(b *testing.B, subs int, ws bool) {
 				c.wait(b)
 			}
 		}
-		if _, _, err := srv.Hub.Publish("b", batch[:n]); err != nil {
+		if _, _, err := srv.Hub.Publish(bustest.SessionID("b"), batch[:n]); err != nil {
 			b.Fatal(err)
 		}
 		sent += n

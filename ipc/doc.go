@@ -25,8 +25,10 @@
 //
 // A publish is decoded (publish_scan.go's one-pass scanner, with
 // encoding/json as the reference on any doubt), each event's type is
-// validated there once (bus.Event.CheckType, which the hub and the buses
-// trust), and the batch goes to hub.Hub.PublishAs, as the caller's peer:
+// parsed there once into a bus.Type, as the path's session id into a
+// bus.SessionID (bus.ParseType, bus.ParseSessionID: the hub and the buses
+// take the values and check nothing again), and the batch goes to
+// hub.Hub.PublishAs, as the caller's peer:
 // the session's bus, then the global bus. The bus serializes each event once into a bus.Frame whose
 // bytes every subscriber's queue shares. A stream's writer wakes on its
 // subscription, takes every queued frame, and framewriter writes them all

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/ipc/wire"
 )
 
@@ -16,7 +17,7 @@ import (
 // answer.
 func TestNoAuthenticatorRefusesEveryScopedRoute(t *testing.T) {
 	f := newRouteFixture(t, nil, func(o *Options) { o.Authenticate = nil })
-	if _, err := f.hub.Create("keep", 0); err != nil {
+	if _, err := f.hub.Create(bustest.SessionID("keep"), 0); err != nil {
 		t.Fatal(err)
 	}
 	bodies := map[string]string{

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/ipctest"
@@ -23,7 +24,7 @@ func BenchmarkSessionsPage(b *testing.B) {
 			}
 			defer h.Close()
 			for i := range n {
-				if _, err := h.Create(fmt.Sprintf("s-%06d", i), 1); err != nil {
+				if _, err := h.Create(bustest.SessionID(fmt.Sprintf("s-%06d", i)), 1); err != nil {
 					b.Fatal(err)
 				}
 			}

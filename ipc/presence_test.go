@@ -20,6 +20,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/access"
@@ -185,7 +186,7 @@ func waitSubscribers(t *testing.T, ps *presenceServer, path string, n int) []wir
 func TestSubscribersAppearAndDisappearWithStreams(t *testing.T) {
 	t.Parallel()
 	ps := newPresenceServer(t)
-	if _, err := ps.hub.Create("a", 0); err != nil {
+	if _, err := ps.hub.Create(bustest.SessionID("a"), 0); err != nil {
 		t.Fatal(err)
 	}
 	if got := subscribersOf(t, ps, wire.SessionSubscribersPath("a")); len(got) != 0 {
@@ -265,7 +266,7 @@ func TestSubscribersAppearAndDisappearWithStreams(t *testing.T) {
 func TestSubscribersCountWhatTheWriterDelivered(t *testing.T) {
 	t.Parallel()
 	ps := newPresenceServer(t)
-	if _, err := ps.hub.Create("a", 0); err != nil {
+	if _, err := ps.hub.Create(bustest.SessionID("a"), 0); err != nil {
 		t.Fatal(err)
 	}
 	ps.openSSE(t, false, "", wire.SessionEventsPath("a")+"?types=x:keep")
@@ -274,7 +275,7 @@ func TestSubscribersCountWhatTheWriterDelivered(t *testing.T) {
 		if i == 4 {
 			typ = "x:drop"
 		}
-		if _, _, err := ps.hub.Publish("a", []bus.Event{{Type: typ, Data: json.RawMessage(`{}`)}}); err != nil {
+		if _, _, err := ps.hub.Publish(bustest.SessionID("a"), []bus.Event{{Type: bustest.Type(typ), Data: json.RawMessage(`{}`)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -291,7 +292,7 @@ func TestSubscribersCountWhatTheWriterDelivered(t *testing.T) {
 func TestSubscribersShowAStreamThatDoesNotReadAsSlow(t *testing.T) {
 	t.Parallel()
 	ps := newPresenceServer(t)
-	if _, err := ps.hub.Create("a", 0); err != nil {
+	if _, err := ps.hub.Create(bustest.SessionID("a"), 0); err != nil {
 		t.Fatal(err)
 	}
 	// A client that opens a stream and never reads: the socket's buffers
@@ -308,7 +309,7 @@ func TestSubscribersShowAStreamThatDoesNotReadAsSlow(t *testing.T) {
 	payload := json.RawMessage(`{"pad":"` + strings.Repeat("x", 16<<10) + `"}`)
 	var got []wire.Subscriber
 	ipctest.Eventually(t, wait, "the stream listed as slow", func() bool {
-		if _, _, err := ps.hub.Publish("a", []bus.Event{{Type: "x:big", Data: payload}}); err != nil {
+		if _, _, err := ps.hub.Publish(bustest.SessionID("a"), []bus.Event{{Type: bustest.Type("x:big"), Data: payload}}); err != nil {
 			t.Fatal(err)
 		}
 		got = subscribersOf(t, ps, wire.SessionSubscribersPath("a"))
@@ -322,7 +323,7 @@ func TestSubscribersShowAStreamThatDoesNotReadAsSlow(t *testing.T) {
 func TestSubscribersMaskPeersOfOtherKeys(t *testing.T) {
 	t.Parallel()
 	ps := newPresenceServer(t)
-	if _, err := ps.hub.Create("a", 0); err != nil {
+	if _, err := ps.hub.Create(bustest.SessionID("a"), 0); err != nil {
 		t.Fatal(err)
 	}
 	ps.openSSE(t, true, "alice", wire.SessionEventsPath("a"))
@@ -351,7 +352,7 @@ func TestSubscribersMaskPeersOfOtherKeys(t *testing.T) {
 func TestSubscribersRefusals(t *testing.T) {
 	t.Parallel()
 	ps := newPresenceServer(t)
-	if _, err := ps.hub.Create("a", 0); err != nil {
+	if _, err := ps.hub.Create(bustest.SessionID("a"), 0); err != nil {
 		t.Fatal(err)
 	}
 	ps.openSSE(t, false, "", wire.SessionEventsPath("a"))
@@ -393,7 +394,7 @@ func TestSubscribersMaskPeersOfAnotherUID(t *testing.T) {
 		t.Skip("needs curl")
 	}
 	ps := newPresenceServer(t)
-	if _, err := ps.hub.Create("a", 0); err != nil {
+	if _, err := ps.hub.Create(bustest.SessionID("a"), 0); err != nil {
 		t.Fatal(err)
 	}
 	for d := filepath.Dir(ps.socket); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/ipc/wire/grammar"
 )
 
@@ -85,7 +86,7 @@ func laggedData(tb testing.TB, opts bus.Options, n, size int) map[string]json.Ra
 	defer sub.Close()
 	data, _ := json.Marshal(strings.Repeat("x", size))
 	for range n {
-		if _, _, err := b.Publish(bus.Event{Type: "a:b", Data: data}); err != nil {
+		if _, _, err := b.Publish(bus.Event{Type: bustest.Type("a:b"), Data: data}); err != nil {
 			tb.Fatal(err)
 		}
 	}

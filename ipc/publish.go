@@ -26,10 +26,9 @@ type publishedEvent struct {
 // event. Nothing is published unless every event is valid. The events'
 // data may share memory with body.
 //
-// This is where a publish validates each event's type, once: with
-// bus.Event.CheckType, which notes it in the event, so that the hub, the
-// session's bus and the global bus trust it (the streaming publish does
-// the same line by line).
+// This is where a publish parses each event's type, once, into a bus.Type,
+// which the hub, the session's bus and the global bus take as it is (the
+// streaming publish does the same line by line).
 func decodePublish(body []byte, ndjson bool, maxEventBytes int64, maxBatch int) ([]bus.Event, error) {
 	if events, ok := scanPublish(body, ndjson, maxEventBytes, maxBatch); ok {
 		return events, nil
@@ -66,7 +65,7 @@ func scanPublish(body []byte, ndjson bool, maxEventBytes int64, maxBatch int) (e
 	}
 	events = make([]bus.Event, len(raws))
 	for i, raw := range raws {
-		if int64(len(raw)) > maxEventBytes || !scanEvent(raw, &events[i]) || events[i].CheckType() != nil {
+		if int64(len(raw)) > maxEventBytes || !scanEvent(raw, &events[i]) {
 			return nil, false
 		}
 	}
@@ -139,13 +138,13 @@ func decodeEvent(raw []byte) (bus.Event, error) {
 	} else if err != nil {
 		return bus.Event{}, errorf(http.StatusBadRequest, wire.CodeInvalidEvent, "want {\"type\":\"family:name\",\"data\":…}: %v", err)
 	}
-	ev := bus.Event{Type: pe.Type, Data: pe.Data}
-	if err := ev.CheckType(); err != nil {
+	typ, err := bus.ParseType(pe.Type)
+	if err != nil {
 		var ie *bus.InputError
 		errors.As(err, &ie)
 		return bus.Event{}, errorf(http.StatusBadRequest, wire.CodeInvalidType, "%s", ie.Message())
 	}
-	return ev, nil
+	return bus.Event{Type: typ, Data: pe.Data}, nil
 }
 
 // isNDJSON reports whether a Content-Type names NDJSON: its media type,
@@ -171,8 +170,8 @@ func validClientID(s string) bool {
 
 func (h *Handler) servePublish(w http.ResponseWriter, r *http.Request, c Caller) {
 	o := h.options()
-	id := r.PathValue("id")
-	if err := bus.ValidateSessionID(id); err != nil {
+	id, err := bus.ParseSessionID(r.PathValue("id"))
+	if err != nil {
 		writeError(w, err)
 		return
 	}
@@ -217,7 +216,7 @@ func (h *Handler) servePublish(w http.ResponseWriter, r *http.Request, c Caller)
 
 // publishBody publishes a whole body (one event, a batch, or NDJSON as one
 // batch) and answers; it reports whether the events were published.
-func (h *Handler) publishBody(w http.ResponseWriter, r *http.Request, c Caller, id, originator string, ndjson bool, body []byte) bool {
+func (h *Handler) publishBody(w http.ResponseWriter, r *http.Request, c Caller, id bus.SessionID, originator string, ndjson bool, body []byte) bool {
 	o := h.options()
 	events, err := decodePublish(body, ndjson, o.MaxEventBytes, DefaultMaxBatch)
 	if err != nil {
@@ -225,7 +224,7 @@ func (h *Handler) publishBody(w http.ResponseWriter, r *http.Request, c Caller, 
 		return false
 	}
 	for i := range events {
-		if fam := bus.FamilyOf(events[i].Type); !c.Scopes.CanPublish(fam) {
+		if fam := events[i].Type.Family().String(); !c.Scopes.CanPublish(fam) {
 			h.refuse(w, r, c, errorf(http.StatusForbidden, wire.CodeForbidden, "event %d: this caller may not publish family %s; nothing was published", i, fam))
 			return false
 		}
@@ -257,7 +256,7 @@ func (h *Handler) publishBody(w http.ResponseWriter, r *http.Request, c Caller, 
 
 // publish publishes a batch of caller c's, on c's share of the sessions
 // a publish creates, and records its latency.
-func (h *Handler) publish(c Caller, id string, events []bus.Event) (first, last uint64, err error) {
+func (h *Handler) publish(c Caller, id bus.SessionID, events []bus.Event) (first, last uint64, err error) {
 	start := time.Now()
 	first, last, err = h.options().Hub.PublishAs(c.Share, id, events)
 	h.metrics.publishSeconds.Observe(time.Since(start).Seconds())

@@ -25,10 +25,11 @@ import (
 
 // publishReq is what a publish asked for, besides its body.
 type publishReq struct {
-	id, originator string
-	ndjson         bool
-	streaming      bool
-	ack            string
+	id         bus.SessionID
+	originator string
+	ndjson     bool
+	streaming  bool
+	ack        string
 }
 
 // idempotencyKey reads the Idempotency-Key header: keyed false when absent,
@@ -80,7 +81,7 @@ func (h *Handler) publishOnce(w http.ResponseWriter, r *http.Request, c Caller, 
 		return
 	}
 	for i := range events {
-		if fam := bus.FamilyOf(events[i].Type); !c.Scopes.CanPublish(fam) {
+		if fam := events[i].Type.Family().String(); !c.Scopes.CanPublish(fam) {
 			h.refuse(w, r, c, errorf(http.StatusForbidden, wire.CodeForbidden, "event %d: this caller may not publish family %s; nothing was published", i, fam))
 			return
 		}

@@ -56,9 +56,10 @@ var (
 	keyData = []byte(`"data"`)
 )
 
-// scanEvent reads one event object, all of raw, into ev: the type and the
-// data (a slice of raw, not yet compacted: the bus compacts it). ok false
-// means the reference decoder must decide.
+// scanEvent reads one event object, all of raw, into ev: the type, parsed,
+// and the data (a slice of raw, not yet compacted: the bus compacts it).
+// ok false means the reference decoder must decide: it does for an object
+// without a type, or with one ParseType refuses.
 func scanEvent(raw []byte, ev *bus.Event) (ok bool) {
 	if len(raw) == 0 || raw[0] != '{' {
 		return false
@@ -66,8 +67,7 @@ func scanEvent(raw []byte, ev *bus.Event) (ok bool) {
 	var seenType, seenData bool
 	i := skipSpace(raw, 1)
 	if i < len(raw) && raw[i] == '}' {
-		*ev = bus.Event{}
-		return i+1 == len(raw)
+		return false // no type
 	}
 	*ev = bus.Event{}
 	for {
@@ -94,7 +94,11 @@ func scanEvent(raw []byte, ev *bus.Event) (ok bool) {
 			if j < 0 || bytes.IndexByte(raw[i+1:j-1], '\\') >= 0 {
 				return false
 			}
-			ev.Type = string(raw[i+1 : j-1])
+			typ, err := bus.ParseType(string(raw[i+1 : j-1]))
+			if err != nil {
+				return false
+			}
+			ev.Type = typ
 			i = j
 		case bytes.Equal(key, keyData) && !seenData:
 			seenData = true
@@ -115,7 +119,7 @@ func scanEvent(raw []byte, ev *bus.Event) (ok bool) {
 		case ',':
 			i = skipSpace(raw, i+1)
 		case '}':
-			return i+1 == len(raw)
+			return i+1 == len(raw) && seenType
 		default:
 			return false
 		}

@@ -47,7 +47,7 @@ type pubStream struct {
 	w          http.ResponseWriter
 	rc         *http.ResponseController
 	c          Caller
-	id         string
+	id         bus.SessionID
 	originator string
 	lineAcks   bool
 	o          *Options
@@ -61,7 +61,7 @@ type pubStream struct {
 
 // publishStream publishes the lines of body as they arrive and answers; it
 // returns the reply of what it published (Count 0: nothing).
-func (h *Handler) publishStream(w http.ResponseWriter, r *http.Request, body io.Reader, c Caller, id, originator string, lineAcks bool) wire.StreamReply {
+func (h *Handler) publishStream(w http.ResponseWriter, r *http.Request, body io.Reader, c Caller, id bus.SessionID, originator string, lineAcks bool) wire.StreamReply {
 	o := h.options()
 	ps := &pubStream{
 		h: h, w: w, rc: http.NewResponseController(w), c: c, id: id, originator: originator,
@@ -174,13 +174,13 @@ func (ps *pubStream) add(raw []byte) error {
 		return errorf(http.StatusRequestEntityTooLarge, wire.CodeEventTooLarge, "line %d is %d bytes; at most %d", ps.line, len(raw), ps.o.MaxEventBytes)
 	}
 	var ev bus.Event
-	if !scanEvent(raw, &ev) || ev.CheckType() != nil {
+	if !scanEvent(raw, &ev) {
 		var err error
 		if ev, err = decodeEvent(raw); err != nil {
 			return eventError(err, "line", ps.line)
 		}
 	}
-	if fam := bus.FamilyOf(ev.Type); !ps.c.Scopes.CanPublish(fam) {
+	if fam := ev.Type.Family().String(); !ps.c.Scopes.CanPublish(fam) {
 		return errorf(http.StatusForbidden, wire.CodeForbidden, "line %d: this caller may not publish family %s", ps.line, fam)
 	}
 	ev.Originator = ps.originator

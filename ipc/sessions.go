@@ -59,7 +59,12 @@ func (h *Handler) serveCreateSession(w http.ResponseWriter, r *http.Request, c C
 			return
 		}
 	}
-	s, err := h.options().Hub.Create(req.ID, ringSize)
+	id, err := bus.ParseSessionID(req.ID)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s, err := h.options().Hub.Create(id, ringSize)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -106,7 +111,7 @@ func parsePage(r *http.Request) (after string, limit int, err error) {
 		if len(vs) > 1 {
 			return "", 0, errorf(http.StatusBadRequest, wire.CodeInvalidAfter, "after given more than once")
 		}
-		if err := bus.ValidateSessionID(vs[0]); err != nil {
+		if _, err := bus.ParseSessionID(vs[0]); err != nil {
 			return "", 0, errorf(http.StatusBadRequest, wire.CodeInvalidAfter, "after must be a session id")
 		}
 		after = vs[0]
@@ -114,13 +119,13 @@ func parsePage(r *http.Request) (after string, limit int, err error) {
 	return after, limit, nil
 }
 
-// lookupSession validates the {id} of the path and finds its session.
+// lookupSession parses the {id} of the path and finds its session.
 func (h *Handler) lookupSession(r *http.Request) (*hub.Session, error) {
-	id := r.PathValue("id")
-	if err := bus.ValidateSessionID(id); err != nil {
+	id, err := bus.ParseSessionID(r.PathValue("id"))
+	if err != nil {
 		return nil, err
 	}
-	s, ok := h.options().Hub.Session(id)
+	s, ok := h.options().Hub.Session(id.String())
 	if !ok {
 		return nil, errorf(http.StatusNotFound, wire.CodeNotFound, "no such session %q", id)
 	}

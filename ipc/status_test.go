@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/client"
 	"github.com/localbus/localbus/ipc/ipctest"
@@ -19,7 +20,7 @@ func TestSessionsArePagedInIDOrder(t *testing.T) {
 	var want []string
 	for i := range 25 {
 		id := fmt.Sprintf("s-%02d", 24-i) // created out of order
-		if _, err := srv.Hub.Create(id, 0); err != nil {
+		if _, err := srv.Hub.Create(bustest.SessionID(id), 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,7 +82,7 @@ func TestSessionsClientFollowsNextPastOnePage(t *testing.T) {
 	srv := newServer(t)
 	const n = wire.DefaultPageLimit*2 + 7
 	for i := range n {
-		if _, err := srv.Hub.Create(fmt.Sprintf("s-%05d", i), 1); err != nil {
+		if _, err := srv.Hub.Create(bustest.SessionID(fmt.Sprintf("s-%05d", i)), 1); err != nil {
 			t.Fatal(err)
 		}
 	}

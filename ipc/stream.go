@@ -172,7 +172,7 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 		return
 	}
 	if session != "" {
-		if err := bus.ValidateSessionID(session); err != nil {
+		if _, err := bus.ParseSessionID(session); err != nil {
 			writeError(w, err)
 			return
 		}

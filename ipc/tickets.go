@@ -165,7 +165,7 @@ func ticketPath(raw string) (string, route, error) {
 		return bad("%q is not a GET stream route (…/events or …/ws of a session, a family or the global bus)", shorten(p))
 	}
 	if id, ok := patternValue(rt.pattern, p, "id"); ok {
-		if err := bus.ValidateSessionID(id); err != nil {
+		if _, err := bus.ParseSessionID(id); err != nil {
 			return "", route{}, err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/ipc/access"
 	"github.com/localbus/localbus/ipc/wire"
 )
@@ -106,7 +107,7 @@ func TestTicketExpiresAfterThirtySeconds(t *testing.T) {
 
 func TestTicketOpensOnlyItsPath(t *testing.T) {
 	f, _ := ticketFixture(t, 0)
-	if _, err := f.hub.Create("s2", 0); err != nil {
+	if _, err := f.hub.Create(bustest.SessionID("s2"), 0); err != nil {
 		t.Fatal(err)
 	}
 	body := `{"path":"` + s1Events + `"}`

@@ -166,3 +166,33 @@ func Family(tb TB, s string) bus.Family {
 	}
 	return f
 }
+
+// Type parses the type of an event a test publishes, s, and panics if s
+// is not one: for types a test spells out, in literals where no TB is at
+// hand. The daemon's own types ([bus.TypeReloaded], …) it returns by
+// their names.
+func Type(s string) bus.Type {
+	for _, t := range []bus.Type{bus.TypeSessionOpened, bus.TypeSessionClosed, bus.TypeReloaded} {
+		if s == t.String() {
+			return t
+		}
+	}
+	t, err := bus.ParseType(s)
+	if err != nil {
+		panic("bustest: " + err.Error())
+	}
+	return t
+}
+
+// SessionID parses a session id a test spells out, and panics if s is not
+// one; "" is the zero SessionID, the global bus's.
+func SessionID(s string) bus.SessionID {
+	if s == "" {
+		return bus.SessionID{}
+	}
+	id, err := bus.ParseSessionID(s)
+	if err != nil {
+		panic("bustest: " + err.Error())
+	}
+	return id
+}

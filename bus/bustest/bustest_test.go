@@ -28,7 +28,7 @@ func (f *fakeTB) Fatalf(format string, args ...any) {
 
 func setup(t *testing.T) (*bus.Bus, *bus.Subscription) {
 	t.Helper()
-	b, err := bus.New(bus.Options{Session: "s", Epoch: "e"})
+	b, err := bus.New(bus.Options{Session: bustest.SessionID("s"), Epoch: "e"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func setup(t *testing.T) (*bus.Bus, *bus.Subscription) {
 func TestDrainTakesWhatIsQueued(t *testing.T) {
 	t.Parallel()
 	b, s := setup(t)
-	b.Publish(bus.Event{Type: "a:x", Data: json.RawMessage(`{"k":1}`)})
+	b.Publish(bus.Event{Type: bustest.Type("a:x"), Data: json.RawMessage(`{"k":1}`)})
 	envs, ended := bustest.Drain(t, s)
 	if ended {
 		t.Error("Drain reported the end of an open stream")
@@ -70,7 +70,7 @@ func TestCollectWaitsForFrames(t *testing.T) {
 		go func() {
 			for i := range 3 {
 				time.Sleep(time.Second) // fake time: events arrive over 3 s
-				b.Publish(bus.Event{Type: fmt.Sprintf("a:e%d", i)})
+				b.Publish(bus.Event{Type: bustest.Type(fmt.Sprintf("a:e%d", i))})
 			}
 		}()
 		envs, ended := bustest.Collect(t, s, 4, time.Minute)
@@ -86,7 +86,7 @@ func TestCollectWaitsForFrames(t *testing.T) {
 func TestCollectStopsAtTheEnd(t *testing.T) {
 	t.Parallel()
 	b, s := setup(t)
-	b.Publish(bus.Event{Type: "a:x"})
+	b.Publish(bus.Event{Type: bustest.Type("a:x")})
 	b.Close()
 	envs, ended := bustest.Collect(t, s, 100, time.Minute)
 	if !ended {

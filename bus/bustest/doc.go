@@ -7,6 +7,8 @@
 // [Data] decodes an envelope's data into one of the bus's frame types, such
 // as [bus.ReadyData] or [bus.LaggedData].
 //
+// [Type], [SessionID] and [Family] parse the values a test spells out.
+//
 // Taking from a subscription is not free of side effects: a Take that finds
 // nothing marks the writer as waiting, so the next live frame is handed over
 // without counting toward the queue limits (see package bus, Backpressure).

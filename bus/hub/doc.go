@@ -9,7 +9,10 @@
 //
 // The daemon creates one Hub at start, changes its limits on reload and
 // ends its streams on reload and shutdown; the router (package ipc) only
-// looks sessions up, publishes and subscribes.
+// looks sessions up, publishes and subscribes. Create and the publishes
+// take a [bus.SessionID] and events whose [bus.Type] the caller parsed,
+// and check neither again; lookups ([Hub.Session], [Hub.Delete]) take the
+// id as text, since an id no session has is simply not found.
 //
 // # Files
 //

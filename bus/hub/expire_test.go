@@ -49,7 +49,7 @@ func newExpiringHub(t *testing.T, c *clock) *hub.Hub {
 func TestIdleAutoSessionExpiresWithReasonOnTheGlobalBus(t *testing.T) {
 	c := newClock()
 	h := newExpiringHub(t, c)
-	if _, _, err := h.Publish("a", []bus.Event{ev("x:y", 1)}); err != nil {
+	if _, _, err := h.Publish(bustest.SessionID("a"), []bus.Event{ev("x:y", 1)}); err != nil {
 		t.Fatal(err)
 	}
 	g := subscribe(t, h.Global(), bus.SubscribeOptions{})
@@ -71,7 +71,7 @@ func TestIdleAutoSessionExpiresWithReasonOnTheGlobalBus(t *testing.T) {
 		t.Fatalf("session-closed data = %+v, want session a reason expired", d)
 	}
 	// The id is free again: a publish makes a new session.
-	if first, _, err := h.Publish("a", []bus.Event{ev("x:y", 2)}); err != nil || first != 1 {
+	if first, _, err := h.Publish(bustest.SessionID("a"), []bus.Event{ev("x:y", 2)}); err != nil || first != 1 {
 		t.Fatalf("publish after expiry = %d, %v; want 1, nil", first, err)
 	}
 }
@@ -79,7 +79,7 @@ func TestIdleAutoSessionExpiresWithReasonOnTheGlobalBus(t *testing.T) {
 func TestAutoSessionWithASubscriberDoesNotExpire(t *testing.T) {
 	c := newClock()
 	h := newExpiringHub(t, c)
-	if _, _, err := h.Publish("a", []bus.Event{ev("x:y", 1)}); err != nil {
+	if _, _, err := h.Publish(bustest.SessionID("a"), []bus.Event{ev("x:y", 1)}); err != nil {
 		t.Fatal(err)
 	}
 	s, _ := h.Session("a")
@@ -97,12 +97,12 @@ func TestRecentlyPublishedAutoSessionDoesNotExpire(t *testing.T) {
 	c := newClock()
 	h := newExpiringHub(t, c)
 	for _, id := range []string{"busy", "idle"} {
-		if _, _, err := h.Publish(id, []bus.Event{ev("x:y", 1)}); err != nil {
+		if _, _, err := h.Publish(bustest.SessionID(id), []bus.Event{ev("x:y", 1)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	c.Advance(ttl / 2)
-	if _, _, err := h.Publish("busy", []bus.Event{ev("x:y", 2)}); err != nil {
+	if _, _, err := h.Publish(bustest.SessionID("busy"), []bus.Event{ev("x:y", 2)}); err != nil {
 		t.Fatal(err)
 	}
 	if got := h.ExpireIdle(c.Advance(ttl / 2)); fmt.Sprint(got) != "[idle]" {
@@ -116,7 +116,7 @@ func TestRecentlyPublishedAutoSessionDoesNotExpire(t *testing.T) {
 func TestCreatedSessionNeverExpires(t *testing.T) {
 	c := newClock()
 	h := newExpiringHub(t, c)
-	if _, err := h.Create("made", 0); err != nil {
+	if _, err := h.Create(bustest.SessionID("made"), 0); err != nil {
 		t.Fatal(err)
 	}
 	if got := h.ExpireIdle(c.Advance(1000 * ttl)); len(got) != 0 {
@@ -130,7 +130,7 @@ func TestCreatedSessionNeverExpires(t *testing.T) {
 func TestZeroTTLKeepsAutoSessions(t *testing.T) {
 	c := newClock()
 	h := newHub(t, hub.Options{AutoCreate: true, Now: c.Now, Logger: quiet})
-	if _, _, err := h.Publish("a", []bus.Event{ev("x:y", 1)}); err != nil {
+	if _, _, err := h.Publish(bustest.SessionID("a"), []bus.Event{ev("x:y", 1)}); err != nil {
 		t.Fatal(err)
 	}
 	if got := h.ExpireIdle(c.Advance(1000 * ttl)); len(got) != 0 {
@@ -166,7 +166,7 @@ func TestPublishRacingExpiryIsKeptOrRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		const id = "s"
-		if _, _, err := h.Publish(id, []bus.Event{ev("x:y", 0)}); err != nil {
+		if _, _, err := h.Publish(bustest.SessionID(id), []bus.Event{ev("x:y", 0)}); err != nil {
 			t.Fatal(err)
 		}
 		// No publish may create the id again: a refused one must stay refused.
@@ -181,7 +181,7 @@ func TestPublishRacingExpiryIsKeptOrRefused(t *testing.T) {
 			wg.Go(func() {
 				<-start
 				for i := range each {
-					_, _, err := h.Publish(id, []bus.Event{ev("x:y", i)})
+					_, _, err := h.Publish(bustest.SessionID(id), []bus.Event{ev("x:y", i)})
 					mu.Lock()
 					switch {
 					case err == nil:
@@ -235,7 +235,7 @@ func TestPublishRacingExpiryWithAutoCreateIsNeverRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		const id = "s"
-		if _, _, err := h.Publish(id, []bus.Event{ev("x:y", 0)}); err != nil {
+		if _, _, err := h.Publish(bustest.SessionID(id), []bus.Event{ev("x:y", 0)}); err != nil {
 			t.Fatal(err)
 		}
 		now := c.Advance(2 * ttl)
@@ -247,7 +247,7 @@ func TestPublishRacingExpiryWithAutoCreateIsNeverRefused(t *testing.T) {
 			wg.Go(func() {
 				<-start
 				for i := range each {
-					if _, _, err := h.Publish(id, []bus.Event{ev("x:y", i)}); err != nil {
+					if _, _, err := h.Publish(bustest.SessionID(id), []bus.Event{ev("x:y", i)}); err != nil {
 						t.Errorf("publish racing an expiry: %v, want success", err)
 						continue
 					}

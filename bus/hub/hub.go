@@ -209,7 +209,11 @@ func New(opts Options) (*Hub, error) {
 		// No one else holds h yet; the lock is the rule createLocked states.
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		for _, id := range opts.Journal.Sessions() {
+		for _, name := range opts.Journal.Sessions() {
+			id, err := bus.ParseSessionID(name)
+			if err != nil {
+				return nil, err
+			}
 			if _, err := h.createLocked(id, 0, byRestore, share.Unknown); err != nil {
 				return nil, err
 			}

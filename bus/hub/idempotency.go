@@ -220,10 +220,8 @@ func (h *Hub) keyJournal() KeyJournal {
 // session's store is a bus.KeyStore the key is stored in the same write as
 // the events (a crash keeps both or neither); otherwise, with a
 // KeyJournal, it is stored once the events are published.
-func (h *Hub) PublishOnce(peer share.Peer, session, key string, digest [32]byte, events []bus.Event) (r Result, replayed bool, err error) {
-	if err := bus.ValidateSessionID(session); err != nil {
-		return Result{}, false, err
-	}
+func (h *Hub) PublishOnce(peer share.Peer, sid bus.SessionID, key string, digest [32]byte, events []bus.Event) (r Result, replayed bool, err error) {
+	session := sid.String()
 	if h.ReadOnly(session) {
 		return Result{}, false, ErrReadOnly
 	}
@@ -263,7 +261,7 @@ func (h *Hub) PublishOnce(peer share.Peer, session, key string, digest [32]byte,
 			Status: 200, First: first, Count: int(last - first + 1), LastID: last})
 		return rec
 	}
-	first, last, perr := h.publish(peer, session, events, false, key, value)
+	first, last, perr := h.publish(sid, events, publishOptions{peer: peer, key: key, keyValue: value})
 	r = Result{Status: 200, First: first, Count: int(last - first + 1), LastID: last}
 	kj := h.keyJournal()
 	var gone []*keyEntry

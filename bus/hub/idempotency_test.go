@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/bus/share"
 )
@@ -23,7 +24,7 @@ func TestOnceForgetsAKeyAfterTheWindow(t *testing.T) {
 		defer h.Close()
 		once := func() (hub.Result, bool) {
 			t.Helper()
-			r, replayed, err := h.PublishOnce(share.Unknown, "s", "k", [32]byte{}, []bus.Event{ev("a:b", 1), ev("a:b", 2)})
+			r, replayed, err := h.PublishOnce(share.Unknown, bustest.SessionID("s"), "k", [32]byte{}, []bus.Event{ev("a:b", 1), ev("a:b", 2)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,17 +49,17 @@ func TestOnceForgetsAKeyAfterTheWindow(t *testing.T) {
 // another digest is ErrKeyReused; a publish that fails is not remembered.
 func TestPublishOnceRefusesAnotherBodyAndRemembersNoFailure(t *testing.T) {
 	h := newHub(t, hub.Options{AutoCreate: true, Logger: quiet})
-	if _, _, err := h.PublishOnce(share.Unknown, "s", "k", [32]byte{1}, []bus.Event{ev("a:b", 1)}); err != nil {
+	if _, _, err := h.PublishOnce(share.Unknown, bustest.SessionID("s"), "k", [32]byte{1}, []bus.Event{ev("a:b", 1)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := h.PublishOnce(share.Unknown, "s", "k", [32]byte{2}, []bus.Event{ev("a:b", 1)}); !errors.Is(err, hub.ErrKeyReused) {
+	if _, _, err := h.PublishOnce(share.Unknown, bustest.SessionID("s"), "k", [32]byte{2}, []bus.Event{ev("a:b", 1)}); !errors.Is(err, hub.ErrKeyReused) {
 		t.Fatalf("another digest: %v, want ErrKeyReused", err)
 	}
-	bad := []bus.Event{{Type: "stream:x", Data: []byte(`1`)}}
-	if _, _, err := h.PublishOnce(share.Unknown, "s", "k2", [32]byte{3}, bad); err == nil {
-		t.Fatal("a reserved family published")
+	bad := []bus.Event{{Type: bus.TypeReloaded, Data: []byte(`1`)}}
+	if _, _, err := h.PublishOnce(share.Unknown, bustest.SessionID("s"), "k2", [32]byte{3}, bad); err == nil {
+		t.Fatal("the daemon's type published")
 	}
-	r, replayed, err := h.PublishOnce(share.Unknown, "s", "k2", [32]byte{3}, []bus.Event{ev("a:b", 1)})
+	r, replayed, err := h.PublishOnce(share.Unknown, bustest.SessionID("s"), "k2", [32]byte{3}, []bus.Event{ev("a:b", 1)})
 	if err != nil || replayed || r.First != 2 {
 		t.Fatalf("after a failure the key publishes: %+v, replayed %v, %v; want id 2", r, replayed, err)
 	}
@@ -72,7 +73,7 @@ func TestKeysAreBoundedInBytes(t *testing.T) {
 	h := newHub(t, hub.Options{AutoCreate: true, IdempotencyMaxBytes: max, PeerShare: 0.25, Logger: quiet})
 	for i := range 2000 {
 		p := share.UID(uint32(1000 + i%7))
-		if _, _, err := h.PublishOnce(p, "s", fmt.Sprintf("key-%06d", i), [32]byte{}, []bus.Event{ev("a:b", i)}); err != nil {
+		if _, _, err := h.PublishOnce(p, bustest.SessionID("s"), fmt.Sprintf("key-%06d", i), [32]byte{}, []bus.Event{ev("a:b", i)}); err != nil {
 			t.Fatal(err)
 		}
 		if _, b := h.KeysHeld(); b > max {

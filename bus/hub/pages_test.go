@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/bus/hub"
 )
 
@@ -24,14 +25,14 @@ func TestPageFollowsCreatesAndDeletes(t *testing.T) {
 	}
 	defer h.Close()
 	for _, id := range []string{"c", "a", "b"} {
-		if _, err := h.Create(id, 0); err != nil {
+		if _, err := h.Create(bustest.SessionID(id), 0); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if ids, more := pageIDs(h, "", 2); len(ids) != 2 || ids[0] != "a" || ids[1] != "b" || !more {
 		t.Errorf("first page %v more %v", ids, more)
 	}
-	if _, err := h.Create("ab", 0); err != nil {
+	if _, err := h.Create(bustest.SessionID("ab"), 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.Delete("c"); err != nil {
@@ -51,7 +52,7 @@ func TestRatesOfAnIdleSessionStayZero(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	s, _ := h.Create("a", 0)
+	s, _ := h.Create(bustest.SessionID("a"), 0)
 	t0 := time.Unix(1000, 0)
 	for i := range 3 {
 		h.SampleRates(t0.Add(time.Duration(i) * time.Second))
@@ -59,7 +60,7 @@ func TestRatesOfAnIdleSessionStayZero(t *testing.T) {
 	if p, d := s.Rates(); p != 0 || d != 0 {
 		t.Errorf("idle rates %v %v", p, d)
 	}
-	if _, _, err := h.Publish("a", []bus.Event{{Type: "x:y"}, {Type: "x:y"}}); err != nil {
+	if _, _, err := h.Publish(bustest.SessionID("a"), []bus.Event{{Type: bustest.Type("x:y")}, {Type: bustest.Type("x:y")}}); err != nil {
 		t.Fatal(err)
 	}
 	h.SampleRates(t0.Add(3 * time.Second))

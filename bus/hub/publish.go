@@ -10,10 +10,10 @@ import (
 )
 
 // announce publishes a localbus:* event about a session on the global bus.
-func (h *Hub) announce(typ, id string) { h.announceReason(typ, id, "") }
+func (h *Hub) announce(typ bus.Type, id string) { h.announceReason(typ, id, "") }
 
 // announceReason is announce with a reason, left out when "".
-func (h *Hub) announceReason(typ, id, reason string) {
+func (h *Hub) announceReason(typ bus.Type, id, reason string) {
 	data, _ := json.Marshal(struct {
 		Session string `json:"session"`
 		Reason  string `json:"reason,omitempty"`
@@ -33,7 +33,7 @@ func (h *Hub) Announce(ev bus.Event) {
 
 // Publish is PublishAs for the daemon itself (share.Privileged): for
 // in-process publishers, never for a request's.
-func (h *Hub) Publish(id string, events []bus.Event) (first, last uint64, err error) {
+func (h *Hub) Publish(id bus.SessionID, events []bus.Event) (first, last uint64, err error) {
 	return h.PublishAs(share.Privileged, id, events)
 }
 
@@ -43,25 +43,19 @@ func (h *Hub) Publish(id string, events []bus.Event) (first, last uint64, err er
 // the batch. It creates the session first when it is missing and
 // AutoCreate is on, on peer's share of MaxAutoSessions; otherwise a
 // missing session is ErrNotFound. It returns the session ids assigned.
-func (h *Hub) PublishAs(peer share.Peer, id string, events []bus.Event) (first, last uint64, err error) {
-	if err := bus.ValidateSessionID(id); err != nil {
-		return 0, 0, err
-	}
-	if h.ReadOnly(id) {
+func (h *Hub) PublishAs(peer share.Peer, id bus.SessionID, events []bus.Event) (first, last uint64, err error) {
+	if h.ReadOnly(id.String()) {
 		return 0, 0, ErrReadOnly
 	}
-	return h.publish(peer, id, events, false, "", nil)
+	return h.publish(id, events, publishOptions{peer: peer})
 }
 
 // PublishMirror is Publish for the upstream bridge, which alone writes to
 // mirrors: it ignores SetReadOnly and creates a missing session whatever
 // AutoCreate says (within the session limit). Each event's Origin should
 // be set.
-func (h *Hub) PublishMirror(id string, events []bus.Event) (first, last uint64, err error) {
-	if err := bus.ValidateSessionID(id); err != nil {
-		return 0, 0, err
-	}
-	return h.publish(share.Privileged, id, events, true, "", nil)
+func (h *Hub) PublishMirror(id bus.SessionID, events []bus.Event) (first, last uint64, err error) {
+	return h.publish(id, events, publishOptions{peer: share.Privileged, mirror: true})
 }
 
 // publishAttempts bounds how often a publish that may create its session
@@ -69,9 +63,22 @@ func (h *Hub) PublishMirror(id string, events []bus.Event) (first, last uint64, 
 // in the session made anew, before it gives up with ErrRetry.
 const publishAttempts = 4
 
-// publish publishes events to session id, creating it when it may; key
-// and keyValue, when set, go with the batch to its store (bus.Batch.Key).
-func (h *Hub) publish(peer share.Peer, id string, events []bus.Event, mirror bool, key string, keyValue func(first, last uint64) []byte) (first, last uint64, err error) {
+// publishOptions are the variants of publish.
+type publishOptions struct {
+	// peer is the publisher, whose share a session the publish creates
+	// counts against.
+	peer share.Peer
+	// mirror is the upstream bridge's publish: it creates a missing
+	// session whatever AutoCreate says.
+	mirror bool
+	// key and keyValue, when set, go with the batch to its store
+	// (bus.Batch.Key).
+	key      string
+	keyValue func(first, last uint64) []byte
+}
+
+// publish publishes events to session id, creating it when it may.
+func (h *Hub) publish(id bus.SessionID, events []bus.Event, o publishOptions) (first, last uint64, err error) {
 	now := time.Now()
 	for i := range events {
 		if events[i].Time.IsZero() {
@@ -79,11 +86,11 @@ func (h *Hub) publish(peer share.Peer, id string, events []bus.Event, mirror boo
 		}
 	}
 	for range publishAttempts {
-		s, err := h.open(peer, id, events, mirror)
+		s, err := h.open(o.peer, id, events, o.mirror)
 		if err != nil {
 			return 0, 0, err
 		}
-		first, last, err = h.publishTo(s, events, key, keyValue)
+		first, last, err = h.publishTo(s, events, o.key, o.keyValue)
 		if err != errDeleted {
 			return first, last, err
 		}
@@ -91,7 +98,7 @@ func (h *Hub) publish(peer share.Peer, id string, events []bus.Event, mirror boo
 		// it never existed. With it, the publish lands in the session
 		// made anew (on a new epoch), as if it came just after the delete.
 		h.mu.Lock()
-		auto := h.opts.AutoCreate || mirror
+		auto := h.opts.AutoCreate || o.mirror
 		h.mu.Unlock()
 		if !auto {
 			return 0, 0, ErrNotFound

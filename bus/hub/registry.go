@@ -61,23 +61,20 @@ func (h *Hub) Len() int {
 }
 
 // Create makes a new session. ringSize 0 means the hub's ring size. It
-// returns ErrExists, ErrSessionLimit, or an *bus.InputError for a bad id or
-// ring size.
-func (h *Hub) Create(id string, ringSize int) (*Session, error) {
-	if err := bus.ValidateSessionID(id); err != nil {
-		return nil, err
-	}
+// returns ErrExists, ErrSessionLimit, or an *bus.InputError for a bad ring
+// size.
+func (h *Hub) Create(id bus.SessionID, ringSize int) (*Session, error) {
 	if ringSize < 0 || ringSize > bus.MaxRingSize {
 		return nil, &bus.InputError{Field: "ringSize", Reason: "want 1 to 1000000"}
 	}
-	h.lockSettled(id)
+	h.lockSettled(id.String())
 	s, err := h.createLocked(id, ringSize, byCreate, share.Privileged)
 	h.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	h.announce("localbus:session-opened", id)
-	h.logSession("session created", id, "ring_size", s.Bus.Stats().Limits.RingSize)
+	h.announce(bus.TypeSessionOpened, s.ID)
+	h.logSession("session created", s.ID, "ring_size", s.Bus.Stats().Limits.RingSize)
 	return s, nil
 }
 
@@ -109,12 +106,12 @@ const (
 // the limits; one a publish by peer creates also counts against
 // MaxAutoSessions and peer's share of them (a restored one, against the
 // share of the peer the journal stored with it). h.mu must be held.
-func (h *Hub) createLocked(id string, ringSize int, how creation, peer share.Peer) (*Session, error) {
+func (h *Hub) createLocked(id bus.SessionID, ringSize int, how creation, peer share.Peer) (*Session, error) {
 	restore := how == byRestore
 	if h.closed {
 		return nil, ErrClosed
 	}
-	if _, ok := h.sessions[id]; ok {
+	if _, ok := h.sessions[id.String()]; ok {
 		return nil, ErrExists
 	}
 	if len(h.sessions) >= h.opts.MaxSessions && !restore {
@@ -141,14 +138,15 @@ func (h *Hub) createLocked(id string, ringSize int, how creation, peer share.Pee
 		}
 		s.autoAcct = autoAcct
 	}
-	h.sessions[id] = s
+	h.sessions[s.ID] = s
 	h.order, h.orderGen = nil, h.orderGen+1
 	return s, nil
 }
 
 // openLocked opens the store and bus of session id for createLocked.
 // h.mu must be held.
-func (h *Hub) openLocked(id string, ringSize int, how creation, peer share.Peer) (*Session, error) {
+func (h *Hub) openLocked(sid bus.SessionID, ringSize int, how creation, peer share.Peer) (*Session, error) {
+	id := sid.String()
 	restore := how == byRestore
 	var st bus.Store
 	epoch := ""
@@ -176,7 +174,7 @@ func (h *Hub) openLocked(id string, ringSize int, how creation, peer share.Peer)
 		l.RingSize = ringSize
 	}
 	b, err := bus.New(bus.Options{
-		Session: id, RingSize: l.RingSize, RingMaxBytes: l.RingMaxBytes,
+		Session: sid, RingSize: l.RingSize, RingMaxBytes: l.RingMaxBytes,
 		MaxQueued: l.MaxQueued, MaxQueuedBytes: l.MaxQueuedBytes, MaxSubscribers: l.MaxSubscribers, PeerShare: l.PeerShare,
 		Store: st, Epoch: epoch, OnRingBytes: h.addRingBytes,
 	})
@@ -267,7 +265,7 @@ func (h *Hub) forget(s *Session, done chan struct{}, reason string) error {
 		err = j.Delete(id)
 	}
 	h.dropSessionKeys(id)
-	h.announceReason("localbus:session-closed", id, reason)
+	h.announceReason(bus.TypeSessionClosed, id, reason)
 	if reason == "" {
 		h.logSession("session deleted", id)
 	} else {
@@ -278,7 +276,8 @@ func (h *Hub) forget(s *Session, done chan struct{}, reason string) error {
 
 // open returns the session, creating it if AutoCreate (or mirror) allows and the events
 // are valid: a batch that would be refused creates nothing.
-func (h *Hub) open(peer share.Peer, id string, events []bus.Event, mirror bool) (*Session, error) {
+func (h *Hub) open(peer share.Peer, sid bus.SessionID, events []bus.Event, mirror bool) (*Session, error) {
+	id := sid.String()
 	h.lockSettled(id)
 	if s, ok := h.sessions[id]; ok {
 		h.mu.Unlock()
@@ -299,12 +298,12 @@ func (h *Hub) open(peer share.Peer, id string, events []bus.Event, mirror bool) 
 		h.mu.Unlock()
 		return s, nil
 	}
-	s, err := h.createLocked(id, 0, byPublish, peer)
+	s, err := h.createLocked(sid, 0, byPublish, peer)
 	h.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	h.announce("localbus:session-opened", id)
+	h.announce(bus.TypeSessionOpened, id)
 	h.logSession("session created", id, "by", "publish")
 	return s, nil
 }

@@ -13,7 +13,7 @@ import (
 func publishN(t *testing.T, h *hub.Hub, id string, n, size int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
-		if _, _, err := h.Publish(id, []bus.Event{ev("fill:x", strings.Repeat("x", size))}); err != nil {
+		if _, _, err := h.Publish(bustest.SessionID(id), []bus.Event{ev("fill:x", strings.Repeat("x", size))}); err != nil {
 			t.Fatal(err)
 		}
 	}

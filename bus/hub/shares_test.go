@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/bus/share"
 )
@@ -39,7 +40,7 @@ func TestAutoSessionLimitIsAtMostHalfOfMaxSessions(t *testing.T) {
 func publishNew(t *testing.T, h *hub.Hub, peer share.Peer, prefix string) (int, error) {
 	t.Helper()
 	for n := 0; n < 10000; n++ {
-		if _, _, err := h.PublishAs(peer, fmt.Sprintf("%s-%d", prefix, n), []bus.Event{ev("x:y", n)}); err != nil {
+		if _, _, err := h.PublishAs(peer, bustest.SessionID(fmt.Sprintf("%s-%d", prefix, n)), []bus.Event{ev("x:y", n)}); err != nil {
 			return n, err
 		}
 	}
@@ -58,7 +59,7 @@ func TestAutoSessionsAreSharedByPeer(t *testing.T) {
 		t.Fatalf("one peer created %d sessions, then %v; want 2 (its share of 8), then its share refused as ErrAutoSessionLimit", n, err)
 	}
 	// Publishing to its own sessions goes on.
-	if _, _, err := h.PublishAs(hog, "hog-0", []bus.Event{ev("x:y", 1)}); err != nil {
+	if _, _, err := h.PublishAs(hog, bustest.SessionID("hog-0"), []bus.Event{ev("x:y", 1)}); err != nil {
 		t.Fatalf("publish to its own session: %v", err)
 	}
 	for i, p := range []share.Peer{share.UID(65533), share.Key("ci"), share.Unknown} {
@@ -71,7 +72,7 @@ func TestAutoSessionsAreSharedByPeer(t *testing.T) {
 	if n, err := publishNew(t, h, share.Privileged, "root"); n != 8 || !errors.As(err, &r) || r.Kind != share.ByPool {
 		t.Fatalf("privileged created %d beside a full pool, then %v; want 8, then the pool's limit", n, err)
 	}
-	if _, err := h.Create("admin", 0); err != nil {
+	if _, err := h.Create(bustest.SessionID("admin"), 0); err != nil {
 		t.Fatalf("Create beside a full pool: %v", err)
 	}
 	// Deleting one of the hog's gives its place back; expiry too.
@@ -83,7 +84,7 @@ func TestAutoSessionsAreSharedByPeer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := h.PublishAs(hog, "hog-again", []bus.Event{ev("x:y", 1)}); err != nil {
+	if _, _, err := h.PublishAs(hog, bustest.SessionID("hog-again"), []bus.Event{ev("x:y", 1)}); err != nil {
 		t.Fatalf("after deleting one of its sessions: %v", err)
 	}
 	if got := h.ExpireIdle(time.Now().Add(2 * time.Hour)); len(got) != 8 {
@@ -103,11 +104,11 @@ func TestPublishersLeaveAnAdminHalfOfMaxSessions(t *testing.T) {
 		t.Fatalf("a publisher created %d, then %v; want 10, then ErrAutoSessionLimit", n, err)
 	}
 	for i := range 10 {
-		if _, err := h.Create(fmt.Sprintf("admin-%d", i), 0); err != nil {
+		if _, err := h.Create(bustest.SessionID(fmt.Sprintf("admin-%d", i)), 0); err != nil {
 			t.Fatalf("Create %d: %v", i, err)
 		}
 	}
-	if _, err := h.Create("one-more", 0); !errors.Is(err, hub.ErrSessionLimit) || errors.Is(err, hub.ErrAutoSessionLimit) {
+	if _, err := h.Create(bustest.SessionID("one-more"), 0); !errors.Is(err, hub.ErrSessionLimit) || errors.Is(err, hub.ErrAutoSessionLimit) {
 		t.Fatalf("Create past max_sessions = %v, want ErrSessionLimit", err)
 	}
 	// A reload that raises max_sessions raises the half.
@@ -120,7 +121,7 @@ func TestPublishersLeaveAnAdminHalfOfMaxSessions(t *testing.T) {
 func TestSubscribersOfEveryBusAreShared(t *testing.T) {
 	t.Parallel()
 	h := newHub(t, hub.Options{AutoCreate: true, Limits: bus.Limits{MaxSubscribers: 4}, PeerShare: 0.25})
-	if _, err := h.Create("s", 0); err != nil {
+	if _, err := h.Create(bustest.SessionID("s"), 0); err != nil {
 		t.Fatal(err)
 	}
 	s, _ := h.Session("s")
@@ -147,7 +148,7 @@ func TestIdempotencyKeysPastAPeersShareForgetItsOldest(t *testing.T) {
 	h := newHub(t, hub.Options{AutoCreate: true, PeerShare: 0.25, IdempotencyMaxBytes: 4 * share4 * hub.KeyCost("s", "00000")})
 	once := func(p share.Peer, key string) bool {
 		t.Helper()
-		_, replayed, err := h.PublishOnce(p, "s", key, [32]byte{}, []bus.Event{ev("x:y", 1)})
+		_, replayed, err := h.PublishOnce(p, bustest.SessionID("s"), key, [32]byte{}, []bus.Event{ev("x:y", 1)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,7 +247,7 @@ func TestSharesHoldAfterARestart(t *testing.T) {
 		t.Fatalf("created %d, want 2", n)
 	}
 	for i := range keyShare {
-		if _, _, err := h.PublishOnce(hog, "hog-0", fmt.Sprintf("%05d", i), [32]byte{}, []bus.Event{ev("x:y", i)}); err != nil {
+		if _, _, err := h.PublishOnce(hog, bustest.SessionID("hog-0"), fmt.Sprintf("%05d", i), [32]byte{}, []bus.Event{ev("x:y", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -254,7 +255,7 @@ func TestSharesHoldAfterARestart(t *testing.T) {
 	j.autos["old"] = "" // stored before peers were
 
 	h2 := newHub(t, opts)
-	if _, _, err := h2.PublishAs(hog, "hog-new", []bus.Event{ev("x:y", 1)}); !errors.Is(err, hub.ErrAutoSessionLimit) {
+	if _, _, err := h2.PublishAs(hog, bustest.SessionID("hog-new"), []bus.Event{ev("x:y", 1)}); !errors.Is(err, hub.ErrAutoSessionLimit) {
 		t.Fatalf("after a restart the hog created a third session: %v", err)
 	}
 	if n, _ := publishNew(t, h2, share.UID(65533), "other"); n != 2 {
@@ -263,7 +264,7 @@ func TestSharesHoldAfterARestart(t *testing.T) {
 	if n, _ := publishNew(t, h2, share.Unknown, "unknown"); n != 1 {
 		t.Errorf("Unknown created %d beside the session stored without a peer, want 1", n)
 	}
-	if _, _, err := h2.PublishOnce(hog, "hog-0", "more1", [32]byte{}, []bus.Event{ev("x:y", 1)}); err != nil {
+	if _, _, err := h2.PublishOnce(hog, bustest.SessionID("hog-0"), "more1", [32]byte{}, []bus.Event{ev("x:y", 1)}); err != nil {
 		t.Fatal(err)
 	}
 	if byShare, _ := h2.KeysForgotten(); byShare != 1 {

@@ -60,7 +60,7 @@ func runPublish(c *cli.Context) error {
 	if c.NArg() == 2 && strings.HasPrefix(c.Args().Get(1), "--") {
 		return usagef(c, "flags go before the arguments: move %s before %q", c.Args().Get(1), c.Args().First())
 	}
-	if err := bus.ValidateSessionID(session); err != nil {
+	if _, err := bus.ParseSessionID(session); err != nil {
 		return usagef(c, "--session: %s", inputText(err.(*bus.InputError)))
 	}
 	cl := newClient(c)
@@ -75,7 +75,7 @@ func runPublish(c *cli.Context) error {
 		return p.stream(c.App.Reader)
 	}
 	typ := c.Args().Get(0)
-	if err := bus.ValidatePublishType(typ); err != nil {
+	if _, err := bus.ParseType(typ); err != nil {
 		var ie *bus.InputError
 		if errors.As(err, &ie) {
 			return exitError{exitUsage, errors.New(inputText(ie))}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/daemon/journal"
 )
@@ -56,7 +57,7 @@ func payload(n int) []bus.Event {
 	evs := make([]bus.Event, n)
 	pad := strings.Repeat("p", 260)
 	for i := range evs {
-		evs[i] = bus.Event{Type: "bench:event", Data: json.RawMessage(fmt.Sprintf(`{"n":%d,"pad":%q}`, i, pad))}
+		evs[i] = bus.Event{Type: bustest.Type("bench:event"), Data: json.RawMessage(fmt.Sprintf(`{"n":%d,"pad":%q}`, i, pad))}
 	}
 	return evs
 }
@@ -69,7 +70,7 @@ func BenchmarkFanout(b *testing.B) {
 		b.Run(mode, func(b *testing.B) {
 			h, closeHub := newHub(b, b.TempDir(), mode, bus.Limits{MaxQueued: 2048})
 			defer closeHub()
-			s, err := h.Create("fan", 0)
+			s, err := h.Create(bustest.SessionID("fan"), 0)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -113,7 +114,7 @@ func BenchmarkFanout(b *testing.B) {
 				n := min(round, b.N-i)
 				target.Store(int64(i+n) * subs)
 				for range n {
-					if _, _, err := h.Publish("fan", ev); err != nil {
+					if _, _, err := h.Publish(bustest.SessionID("fan"), ev); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -145,7 +146,7 @@ func BenchmarkBatchPublish(b *testing.B) {
 			b.ResetTimer()
 			for p := range publishers {
 				wg.Go(func() {
-					id := fmt.Sprintf("pub-%d", p)
+					id := bustest.SessionID(fmt.Sprintf("pub-%d", p))
 					for next.Add(1) <= int64(b.N) {
 						if _, _, err := h.Publish(id, batch); err != nil {
 							b.Error(err)
@@ -171,7 +172,7 @@ func BenchmarkStartup(b *testing.B) {
 	batch := payload(1000)
 	for s := range sessions {
 		for range perSession / len(batch) {
-			if _, _, err := h.Publish(fmt.Sprintf("s-%03d", s), batch); err != nil {
+			if _, _, err := h.Publish(bustest.SessionID(fmt.Sprintf("s-%03d", s)), batch); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -206,7 +207,7 @@ func BenchmarkPublishOne(b *testing.B) {
 			ev := payload(1)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, _, err := h.Publish("x", ev); err != nil {
+				if _, _, err := h.Publish(bustest.SessionID("x"), ev); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -231,7 +232,7 @@ func BenchmarkGroupCommit(b *testing.B) {
 			for range 32 {
 				wg.Go(func() {
 					for next.Add(1) <= int64(b.N) {
-						if _, _, err := h.Publish("one", ev); err != nil {
+						if _, _, err := h.Publish(bustest.SessionID("one"), ev); err != nil {
 							b.Error(err)
 							return
 						}

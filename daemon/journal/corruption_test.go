@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/daemon/journal/journaltest"
 )
@@ -40,9 +41,9 @@ func corruptionTemplate(t *testing.T) (files map[string][]byte, before map[strin
 		for _, s := range []string{"a", "b"} {
 			evs := make([]bus.Event, 1+round%3)
 			for i := range evs {
-				evs[i] = bus.Event{Type: "t:e", Data: json.RawMessage(fmt.Sprintf(`{"round":%d,"i":%d,"pad":"%s"}`, round, i, strings.Repeat("x", 60)))}
+				evs[i] = bus.Event{Type: bustest.Type("t:e"), Data: json.RawMessage(fmt.Sprintf(`{"round":%d,"i":%d,"pad":"%s"}`, round, i, strings.Repeat("x", 60)))}
 			}
-			if _, _, err := h.Publish(s, evs); err != nil {
+			if _, _, err := h.Publish(bustest.SessionID(s), evs); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -229,7 +230,7 @@ func checkNoReuse(j *Journal, name string, bs busState, changed *bool) error {
 	if n != len(bs.frames) {
 		return fmt.Errorf("bus %q: %d of %d retained events served under the same epoch", name, n, len(bs.frames))
 	}
-	b, err := bus.New(bus.Options{Session: name, Epoch: epoch, Store: st})
+	b, err := bus.New(bus.Options{Session: bustest.SessionID(name), Epoch: epoch, Store: st})
 	if err != nil {
 		return err
 	}
@@ -239,7 +240,7 @@ func checkNoReuse(j *Journal, name string, bs busState, changed *bool) error {
 		// The global bus's own event, not a copy.
 		data = `{"global":true}`
 	}
-	first, _, err := b.Publish(bus.Event{Type: "t:after", Data: json.RawMessage(data)})
+	first, _, err := b.Publish(bus.Event{Type: bustest.Type("t:after"), Data: json.RawMessage(data)})
 	if err != nil {
 		return fmt.Errorf("bus %q: publish after the damage: %w", name, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/bus/share"
 	"github.com/localbus/localbus/daemon/journal"
@@ -67,7 +68,7 @@ func TestHubDeleteRacingPublishesLeavesALiveSession(t *testing.T) {
 	)
 	type mark struct{ P, K int }
 	ev := func(p, k int) []bus.Event {
-		return []bus.Event{{Type: "t:e", Data: json.RawMessage(fmt.Sprintf(`{"P":%d,"K":%d}`, p, k))}}
+		return []bus.Event{{Type: bustest.Type("t:e"), Data: json.RawMessage(fmt.Sprintf(`{"P":%d,"K":%d}`, p, k))}}
 	}
 	// ring returns what the session's bus retains: marks by id.
 	ring := func(h *hub.Hub) (map[uint64]mark, string, uint64) {
@@ -100,7 +101,7 @@ func TestHubDeleteRacingPublishesLeavesALiveSession(t *testing.T) {
 	var retries atomic.Int64
 	defer func() { t.Logf("%d of %d racing publishes got ErrRetry", retries.Load(), rounds*publishers*each) }()
 	for round := range rounds {
-		if _, _, err := h.Publish(id, ev(-1, seq)); err != nil {
+		if _, _, err := h.Publish(bustest.SessionID(id), ev(-1, seq)); err != nil {
 			t.Fatalf("round %d: publish before the race: %v", round, err)
 		}
 		seq++
@@ -119,7 +120,7 @@ func TestHubDeleteRacingPublishesLeavesALiveSession(t *testing.T) {
 			wg.Go(func() {
 				<-start
 				for k := range each {
-					first, _, err := h.Publish(id, ev(p, round*each+k))
+					first, _, err := h.Publish(bustest.SessionID(id), ev(p, round*each+k))
 					switch {
 					case errors.Is(err, hub.ErrRetry):
 						retries.Add(1)
@@ -158,7 +159,7 @@ func TestHubDeleteRacingPublishesLeavesALiveSession(t *testing.T) {
 		}
 	}
 	// The session works after the race, and survives a restart.
-	first, _, err := h.Publish(id, ev(-1, seq))
+	first, _, err := h.Publish(bustest.SessionID(id), ev(-1, seq))
 	if err != nil {
 		t.Fatalf("publish after the race: %v", err)
 	}
@@ -205,13 +206,13 @@ func TestHubIdempotencyKeysSurviveARestart(t *testing.T) {
 	j, h := openHub()
 	digest := [32]byte{1}
 	evs := func() []bus.Event {
-		return []bus.Event{{Type: "t:e", Data: json.RawMessage(`1`)}, {Type: "t:e", Data: json.RawMessage(`2`)}}
+		return []bus.Event{{Type: bustest.Type("t:e"), Data: json.RawMessage(`1`)}, {Type: bustest.Type("t:e"), Data: json.RawMessage(`2`)}}
 	}
-	first, replayed, err := h.PublishOnce(share.Unknown, "s", "k", digest, evs())
+	first, replayed, err := h.PublishOnce(share.Unknown, bustest.SessionID("s"), "k", digest, evs())
 	if err != nil || replayed {
 		t.Fatalf("PublishOnce = %v, replayed %v", err, replayed)
 	}
-	if _, _, err := h.PublishOnce(share.Unknown, "gone", "k", digest, evs()); err != nil {
+	if _, _, err := h.PublishOnce(share.Unknown, bustest.SessionID("gone"), "k", digest, evs()); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.Delete("gone"); err != nil {
@@ -224,17 +225,17 @@ func TestHubIdempotencyKeysSurviveARestart(t *testing.T) {
 	j, h = openHub()
 	defer j.Close()
 	defer h.Close()
-	again, replayed, err := h.PublishOnce(share.Unknown, "s", "k", digest, evs())
+	again, replayed, err := h.PublishOnce(share.Unknown, bustest.SessionID("s"), "k", digest, evs())
 	if err != nil || !replayed || again != first {
 		t.Fatalf("after a restart PublishOnce = %+v, replayed %v, %v; want %+v replayed", again, replayed, err, first)
 	}
 	if s, _ := h.Session("s"); s.Bus.LastID() != 2 {
 		t.Errorf("after the repeat the session's last id is %d, want 2", s.Bus.LastID())
 	}
-	if _, _, err := h.PublishOnce(share.Unknown, "s", "k", [32]byte{2}, evs()); !errors.Is(err, hub.ErrKeyReused) {
+	if _, _, err := h.PublishOnce(share.Unknown, bustest.SessionID("s"), "k", [32]byte{2}, evs()); !errors.Is(err, hub.ErrKeyReused) {
 		t.Errorf("another digest after a restart: %v, want hub.ErrKeyReused", err)
 	}
-	if _, replayed, err := h.PublishOnce(share.Unknown, "gone", "k", digest, evs()); err != nil || replayed {
+	if _, replayed, err := h.PublishOnce(share.Unknown, bustest.SessionID("gone"), "k", digest, evs()); err != nil || replayed {
 		t.Errorf("the key of a deleted session: replayed %v, %v; want a new publish", replayed, err)
 	}
 }
@@ -257,12 +258,12 @@ func TestHubAutoSessionsStillCountAfterARestart(t *testing.T) {
 		}
 		return j, h
 	}
-	ev := []bus.Event{{Type: "t:e", Data: json.RawMessage(`1`)}}
+	ev := []bus.Event{{Type: bustest.Type("t:e"), Data: json.RawMessage(`1`)}}
 	j, h := openHub()
-	if _, err := h.Create("admin", 0); err != nil {
+	if _, err := h.Create(bustest.SessionID("admin"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := h.Publish("auto", ev); err != nil {
+	if _, _, err := h.Publish(bustest.SessionID("auto"), ev); err != nil {
 		t.Fatal(err)
 	}
 	h.Close()
@@ -272,16 +273,16 @@ func TestHubAutoSessionsStillCountAfterARestart(t *testing.T) {
 	j, h = openHub()
 	defer j.Close()
 	defer h.Close()
-	if _, _, err := h.Publish("another", ev); !errors.Is(err, hub.ErrAutoSessionLimit) {
+	if _, _, err := h.Publish(bustest.SessionID("another"), ev); !errors.Is(err, hub.ErrAutoSessionLimit) {
 		t.Fatalf("a second session by publish after a restart: %v, want hub.ErrAutoSessionLimit", err)
 	}
-	if _, err := h.Create("admin-2", 0); err != nil {
+	if _, err := h.Create(bustest.SessionID("admin-2"), 0); err != nil {
 		t.Fatalf("Create after a restart: %v", err)
 	}
 	if err := h.Delete("auto"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := h.Publish("another", ev); err != nil {
+	if _, _, err := h.Publish(bustest.SessionID("another"), ev); err != nil {
 		t.Fatalf("a session by publish once the first is deleted: %v", err)
 	}
 }

@@ -134,7 +134,7 @@ func TestKillDuringTheCheckpointAfterOpenLosesNothingAndReusesNoID(t *testing.T)
 				t.Errorf("killed at %s: session %s's epoch changed", steps[i], s.ID)
 			}
 			last := s.Bus.LastID()
-			first, _, err := h3.Publish(s.ID, events(0, 1, 10))
+			first, _, err := h3.Publish(bustest.SessionID(s.ID), events(0, 1, 10))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -159,7 +159,7 @@ func TestRemovingASegmentCopiesTheGlobalEventsThatReferToIt(t *testing.T) {
 	j, _ := open(t, dir, noKicks)
 	s := newBus(t, j, "s", 1000, 64<<20)
 	g := newBus(t, j, "", 1000, 64<<20)
-	frames := publishFrames(t, s, bus.Event{Type: "a:b", Data: json.RawMessage(`{"k":1}`), Time: at})
+	frames := publishFrames(t, s, bus.Event{Type: bustest.Type("a:b"), Data: json.RawMessage(`{"k":1}`), Time: at})
 	if _, _, err := j.wal.rotate(); err != nil { // segment 2
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestRemovingASegmentCopiesTheGlobalEventsThatReferToIt(t *testing.T) {
 	if _, _, err := j.wal.rotate(); err != nil { // segment 3
 		t.Fatal(err)
 	}
-	later := publishFrames(t, s, bus.Event{Type: "a:b", Data: json.RawMessage(`{"k":2}`), Time: at})
+	later := publishFrames(t, s, bus.Event{Type: bustest.Type("a:b"), Data: json.RawMessage(`{"k":2}`), Time: at})
 	gid2, _, err := bustest.PublishCopies(g, bus.Copies{From: s, Frames: later})
 	if err != nil {
 		t.Fatal(err)

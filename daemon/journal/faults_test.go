@@ -158,7 +158,7 @@ func TestGroupCommitSharesSyncsWithinOneSession(t *testing.T) {
 		OnSync:   func() { syncs.Add(1) },
 		WrapFile: func(f File) File { return &faultFile{File: f, delay: 2 * time.Millisecond} },
 	}, 0)
-	if _, err := h.Create("s", 0); err != nil {
+	if _, err := h.Create(bustest.SessionID("s"), 0); err != nil {
 		t.Fatal(err)
 	}
 	sess, _ := h.Session("s")
@@ -180,7 +180,7 @@ func TestGroupCommitSharesSyncsWithinOneSession(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			for k := range each {
-				if _, _, err := h.Publish("s", events(p*each+k, 1, 100)); err != nil {
+				if _, _, err := h.Publish(bustest.SessionID("s"), events(p*each+k, 1, 100)); err != nil {
 					t.Error(err)
 					return
 				}
@@ -215,7 +215,7 @@ func TestFailedSyncUnderConcurrentPublishersDeliversOnlyADurablePrefix(t *testin
 		},
 		WrapFile: func(f File) File { return &faultFile{File: f, delay: time.Millisecond, failSync: &failing} },
 	}, 0)
-	if _, err := h.Create("s", 0); err != nil {
+	if _, err := h.Create(bustest.SessionID("s"), 0); err != nil {
 		t.Fatal(err)
 	}
 	sess, _ := h.Session("s")
@@ -232,7 +232,7 @@ func TestFailedSyncUnderConcurrentPublishersDeliversOnlyADurablePrefix(t *testin
 	for p := range publishers {
 		wg.Go(func() {
 			for k := range each {
-				_, last, err := h.Publish("s", events(p*each+k, 1, 100))
+				_, last, err := h.Publish(bustest.SessionID("s"), events(p*each+k, 1, 100))
 				if err != nil {
 					return
 				}
@@ -259,7 +259,7 @@ func TestFailedSyncUnderConcurrentPublishersDeliversOnlyADurablePrefix(t *testin
 			t.Errorf("id %d was acknowledged but not delivered (last delivered %d)", id, shown)
 		}
 	}
-	if _, _, err := h.Publish("s", events(0, 1, 10)); err == nil {
+	if _, _, err := h.Publish(bustest.SessionID("s"), events(0, 1, 10)); err == nil {
 		t.Error("a publish after a failed sync succeeded")
 	}
 	t.Logf("%d acknowledged, %d delivered before the disk failed", len(acked), shown)

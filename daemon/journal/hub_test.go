@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/daemon/journal"
 )
@@ -32,9 +33,9 @@ func TestHubCombinesGlobalPublishesInOrder(t *testing.T) {
 			for k := range batches {
 				evs := make([]bus.Event, 1+k%4)
 				for i := range evs {
-					evs[i] = bus.Event{Type: "t:e", Data: json.RawMessage(`1`)}
+					evs[i] = bus.Event{Type: bustest.Type("t:e"), Data: json.RawMessage(`1`)}
 				}
-				if _, _, err := h.Publish(fmt.Sprintf("s%d", s), evs); err != nil {
+				if _, _, err := h.Publish(bustest.SessionID(fmt.Sprintf("s%d", s)), evs); err != nil {
 					t.Error(err)
 					return
 				}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/bus/share"
 	"github.com/localbus/localbus/daemon/journal"
@@ -51,7 +52,7 @@ func TestKeyedBatchesStayWithinTheBound(t *testing.T) {
 	}
 	evs := make([]bus.Event, perBatch)
 	for i := range evs {
-		evs[i] = bus.Event{Type: "t:e", Data: json.RawMessage(fmt.Sprintf(`{"i":%d,"pad":"0123456789012345678901234567890123456789"}`, i))}
+		evs[i] = bus.Event{Type: bustest.Type("t:e"), Data: json.RawMessage(fmt.Sprintf(`{"i":%d,"pad":"0123456789012345678901234567890123456789"}`, i))}
 	}
 	var ms runtime.MemStats
 	runtime.GC()
@@ -60,7 +61,7 @@ func TestKeyedBatchesStayWithinTheBound(t *testing.T) {
 	peer := share.UID(1000)
 	for i := range n {
 		batch := append([]bus.Event(nil), evs...)
-		if _, _, err := h.PublishOnce(peer, fmt.Sprintf("s%d", i%8), fmt.Sprintf("batch-%08d", i), [32]byte{}, batch); err != nil {
+		if _, _, err := h.PublishOnce(peer, bustest.SessionID(fmt.Sprintf("s%d", i%8)), fmt.Sprintf("batch-%08d", i), [32]byte{}, batch); err != nil {
 			t.Fatal(err)
 		}
 		if i%10000 == 0 {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"go.uber.org/goleak"
 )
 
@@ -79,7 +80,7 @@ func newBus(t testing.TB, j *Journal, session string, ringSize int, ringBytes in
 	if rs > 0 {
 		ringSize = rs
 	}
-	b, err := bus.New(bus.Options{Session: session, Epoch: epoch, Store: st, RingSize: ringSize, RingMaxBytes: ringBytes})
+	b, err := bus.New(bus.Options{Session: bustest.SessionID(session), Epoch: epoch, Store: st, RingSize: ringSize, RingMaxBytes: ringBytes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func events(k, n, size int) []bus.Event {
 	evs := make([]bus.Event, n)
 	pad := strings.Repeat("x", max(size-20, 0))
 	for i := range evs {
-		evs[i] = bus.Event{Type: "test:ev", Data: json.RawMessage(fmt.Sprintf(`{"n":%d,"p":%q}`, k+i, pad))}
+		evs[i] = bus.Event{Type: bustest.Type("test:ev"), Data: json.RawMessage(fmt.Sprintf(`{"n":%d,"p":%q}`, k+i, pad))}
 	}
 	return evs
 }

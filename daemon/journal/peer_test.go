@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/bus/share"
 	"github.com/localbus/localbus/daemon/journal"
@@ -91,14 +92,14 @@ func TestStateDirBeforePeersOpens(t *testing.T) {
 	if s, ok := h.Session("auto-a"); !ok || s.Bus.Stats().LastID != 1 {
 		t.Fatalf("auto-a restored %v with its event: %v", ok, s)
 	}
-	ev := []bus.Event{{Type: "x:y", Data: []byte(`1`)}}
+	ev := []bus.Event{{Type: bustest.Type("x:y"), Data: []byte(`1`)}}
 	// auto-a and auto-b are Unknown's share of 8.
-	if _, _, err := h.PublishAs(share.Unknown, "unknown-new", ev); !errors.Is(err, hub.ErrAutoSessionLimit) {
+	if _, _, err := h.PublishAs(share.Unknown, bustest.SessionID("unknown-new"), ev); !errors.Is(err, hub.ErrAutoSessionLimit) {
 		t.Errorf("Unknown past its share after the upgrade: %v, want ErrAutoSessionLimit", err)
 	}
 	peer := share.UID(65534)
 	for _, id := range []string{"new-1", "new-2"} {
-		if _, _, err := h.PublishAs(peer, id, ev); err != nil {
+		if _, _, err := h.PublishAs(peer, bustest.SessionID(id), ev); err != nil {
 			t.Fatalf("create %s: %v", id, err)
 		}
 	}
@@ -121,10 +122,10 @@ func TestStateDirBeforePeersOpens(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	if _, _, err := h.PublishAs(peer, "new-3", ev); !errors.Is(err, hub.ErrAutoSessionLimit) {
+	if _, _, err := h.PublishAs(peer, bustest.SessionID("new-3"), ev); !errors.Is(err, hub.ErrAutoSessionLimit) {
 		t.Errorf("after a restart the peer created a third session: %v, want its share refused", err)
 	}
-	if _, _, err := h.PublishAs(share.UID(65533), "other", ev); err != nil {
+	if _, _, err := h.PublishAs(share.UID(65533), bustest.SessionID("other"), ev); err != nil {
 		t.Errorf("another peer after the restart: %v", err)
 	}
 }

@@ -68,7 +68,7 @@ func sessionIDs(t *testing.T, h *hub.Hub) map[string][]uint64 {
 
 func hubPublish(t *testing.T, h *hub.Hub, session string, evs []bus.Event) {
 	t.Helper()
-	if _, _, err := h.Publish(session, evs); err != nil {
+	if _, _, err := h.Publish(bustest.SessionID(session), evs); err != nil {
 		t.Fatalf("Publish(%s): %v", session, err)
 	}
 }
@@ -190,7 +190,7 @@ func referencesSurviveCompaction(t *testing.T) {
 	for p := range 3 {
 		pubs.Go(func() {
 			for k := range 60 {
-				if _, _, err := h.Publish(fmt.Sprintf("s%d", p), events(k*3, 1+k%3, 150)); err != nil {
+				if _, _, err := h.Publish(bustest.SessionID(fmt.Sprintf("s%d", p)), events(k*3, 1+k%3, 150)); err != nil {
 					t.Error(err)
 					return
 				}
@@ -220,7 +220,7 @@ func TestAReferenceToEventsTheLogLacksIsDroppedAsCorrupt(t *testing.T) {
 	dir := t.TempDir()
 	j, _ := open(t, dir, Options{})
 	g := newBus(t, j, "", 0, 0)
-	publish(t, g, bus.Event{Type: "a:b", Data: json.RawMessage(`1`)})
+	publish(t, g, bus.Event{Type: bustest.Type("a:b"), Data: json.RawMessage(`1`)})
 	epoch := g.Epoch()
 	j.mu.Lock()
 	num := j.names[""]
@@ -257,7 +257,7 @@ func TestACopyOfAnEventInARemovedSegmentIsLoggedInFull(t *testing.T) {
 			j, _ := open(t, dir, noKicks)
 			s := newBus(t, j, "s", 1000, 64<<20)
 			g := newBus(t, j, "", 1000, 64<<20)
-			frames := publishFrames(t, s, bus.Event{Type: "a:b", Data: json.RawMessage(`{"k":1}`), Time: at})
+			frames := publishFrames(t, s, bus.Event{Type: bustest.Type("a:b"), Data: json.RawMessage(`{"k":1}`), Time: at})
 			switch removal {
 			case "checkpoint":
 				if err := j.Checkpoint(); err != nil {
@@ -277,7 +277,7 @@ func TestACopyOfAnEventInARemovedSegmentIsLoggedInFull(t *testing.T) {
 				t.Fatalf("segment 1, which holds the session's event, removed: %v; segments %v", removed, segmentsIn(t, dir))
 			}
 			// A later event of the session, in a segment that stays.
-			publish(t, s, bus.Event{Type: "a:b", Time: at})
+			publish(t, s, bus.Event{Type: bustest.Type("a:b"), Time: at})
 			gid, _, err := bustest.PublishCopies(g, bus.Copies{From: s, Frames: frames})
 			if err != nil {
 				t.Fatal(err)
@@ -307,12 +307,12 @@ func TestACopyOfADeletedSessionsEventIsLoggedInFull(t *testing.T) {
 	j, _ := open(t, dir, noKicks)
 	g := newBus(t, j, "", 1000, 64<<20)
 	old := newBus(t, j, "s", 1000, 64<<20)
-	frames := publishFrames(t, old, bus.Event{Type: "a:b", Data: json.RawMessage(`"old"`)})
+	frames := publishFrames(t, old, bus.Event{Type: bustest.Type("a:b"), Data: json.RawMessage(`"old"`)})
 	if err := j.Delete("s"); err != nil {
 		t.Fatal(err)
 	}
 	again := newBus(t, j, "s", 1000, 64<<20)
-	publish(t, again, bus.Event{Type: "a:b", Data: json.RawMessage(`"new"`)})
+	publish(t, again, bus.Event{Type: bustest.Type("a:b"), Data: json.RawMessage(`"new"`)})
 	gid, _, err := bustest.PublishCopies(g, bus.Copies{From: old, Frames: frames})
 	if err != nil {
 		t.Fatal(err)
@@ -337,7 +337,7 @@ func TestACopyOfADeletedSessionsEventIsLoggedInFull(t *testing.T) {
 func TestACopyOfAnEventRestoredFromTheDatabaseIsLoggedInFull(t *testing.T) {
 	dir := t.TempDir()
 	j, _ := open(t, dir, noKicks)
-	publish(t, newBus(t, j, "s", 1000, 64<<20), bus.Event{Type: "a:b", Data: json.RawMessage(`1`)})
+	publish(t, newBus(t, j, "s", 1000, 64<<20), bus.Event{Type: bustest.Type("a:b"), Data: json.RawMessage(`1`)})
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +345,7 @@ func TestACopyOfAnEventRestoredFromTheDatabaseIsLoggedInFull(t *testing.T) {
 	s := newBus(t, j2, "s", 1000, 64<<20)
 	g := newBus(t, j2, "", 1000, 64<<20)
 	restored := retainedFrames(t, s)
-	publish(t, s, bus.Event{Type: "a:b", Data: json.RawMessage(`2`)})
+	publish(t, s, bus.Event{Type: bustest.Type("a:b"), Data: json.RawMessage(`2`)})
 	gid, _, err := bustest.PublishCopies(g, bus.Copies{From: s, Frames: restored})
 	if err != nil {
 		t.Fatal(err)
@@ -388,7 +388,7 @@ func retainedFrames(t *testing.T, b *bus.Bus) []*bus.Frame {
 func TestNoReferenceIntoASegmentACheckpointIsRemoving(t *testing.T) {
 	j, _ := open(t, t.TempDir(), noKicks)
 	s := newBus(t, j, "s", 1000, 64<<20)
-	frames := publishFrames(t, s, bus.Event{Type: "a:b", Data: json.RawMessage(`1`)})
+	frames := publishFrames(t, s, bus.Event{Type: bustest.Type("a:b"), Data: json.RawMessage(`1`)})
 	mem, err := bus.New(bus.Options{}) // the global bus's frame, not logged
 	if err != nil {
 		t.Fatal(err)

@@ -346,8 +346,11 @@ func (j *Journal) busesInLog() map[uint64]*busMeta {
 					c.bad = true
 				} else if head.Seq != nil || head.Session == nil {
 					c.global = true
-				} else if c.name = *head.Session; bus.ValidateSessionID(c.name) != nil {
-					c.bad = true
+				} else {
+					c.name = *head.Session
+					if _, err := bus.ParseSessionID(c.name); err != nil {
+						c.bad = true
+					}
 				}
 			}
 			if old, ok := claims[rec.num]; !ok {

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/daemon/upstream"
 	"github.com/localbus/localbus/daemon/upstream/natstest"
 	"github.com/localbus/localbus/ipc/wire/grammar"
@@ -38,11 +39,11 @@ func BenchmarkExportImport(b *testing.B) {
 
 	evs := make([]bus.Event, batch)
 	for i := range evs {
-		evs[i] = bus.Event{Type: "bench:e", Data: json.RawMessage(`{"pad":"0123456789abcdef0123456789abcdef"}`)}
+		evs[i] = bus.Event{Type: bustest.Type("bench:e"), Data: json.RawMessage(`{"pad":"0123456789abcdef0123456789abcdef"}`)}
 	}
 	publish := func(session string) time.Duration {
 		t0 := time.Now()
-		if _, _, err := a.h.Publish(session, evs); err != nil {
+		if _, _, err := a.h.Publish(bustest.SessionID(session), evs); err != nil {
 			b.Fatal(err)
 		}
 		return time.Since(t0)
@@ -135,7 +136,7 @@ func BenchmarkBurstMirror(b *testing.B) {
 	payload := `{"pad":"` + strings.Repeat("x", 256-10) + `"}`
 	evs := make([]bus.Event, batch)
 	for i := range evs {
-		evs[i] = bus.Event{Type: "bench:e", Data: json.RawMessage(payload)}
+		evs[i] = bus.Event{Type: bustest.Type("bench:e"), Data: json.RawMessage(payload)}
 	}
 
 	nc, err := nats.Connect(srv.URL())
@@ -157,9 +158,10 @@ func BenchmarkBurstMirror(b *testing.B) {
 		a := startNodeRing(b, upstream.Config{URLs: []string{srv.URL()}, Node: "a", Stream: "LOCALBUS", Export: []string{"s*"}}, 50000)
 		m := startNodeRing(b, upstream.Config{URLs: []string{srv.URL()}, Node: "b", Stream: "LOCALBUS", Import: []string{"a/*"}}, 50000)
 		session := fmt.Sprintf("s%d", i)
+		sid := bustest.SessionID(session)
 		start, cpu0, ncpu0 := time.Now(), processCPU(), srv.CPU()
 		for k := 0; k < total; k += batch {
-			if _, _, err := a.h.Publish(session, evs); err != nil {
+			if _, _, err := a.h.Publish(sid, evs); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -25,7 +25,7 @@ type Hub interface {
 	// Session returns the session named id.
 	Session(id string) (*hub.Session, bool)
 	// PublishMirror publishes to a mirror, creating it when missing.
-	PublishMirror(id string, events []bus.Event) (first, last uint64, err error)
+	PublishMirror(id bus.SessionID, events []bus.Event) (first, last uint64, err error)
 	// Delete deletes a session.
 	Delete(id string) error
 	// SetReadOnly makes Publish refuse the sessions readOnly names.

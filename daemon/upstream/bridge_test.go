@@ -96,9 +96,9 @@ func (n *node) publish(session string, start, count, batch int) {
 	for i := 0; i < count; i += batch {
 		var evs []bus.Event
 		for k := i; k < min(i+batch, count); k++ {
-			evs = append(evs, bus.Event{Type: "build:step", Data: json.RawMessage(fmt.Sprint(start + k))})
+			evs = append(evs, bus.Event{Type: bustest.Type("build:step"), Data: json.RawMessage(fmt.Sprint(start + k))})
 		}
-		if _, _, err := n.h.Publish(session, evs); err != nil {
+		if _, _, err := n.h.Publish(bustest.SessionID(session), evs); err != nil {
 			n.t.Fatalf("publish to %s: %v", session, err)
 		}
 	}
@@ -187,7 +187,7 @@ func TestExportedEventsReachTheMirrorOnceInOrderWithOrigin(t *testing.T) {
 	if _, ok := b.h.Session("a.other"); ok {
 		t.Error("a session that matches no export pattern was mirrored")
 	}
-	if _, _, err := b.h.Publish("a.build", []bus.Event{{Type: "x:y"}}); !errors.Is(err, hub.ErrReadOnly) {
+	if _, _, err := b.h.Publish(bustest.SessionID("a.build"), []bus.Event{{Type: bustest.Type("x:y")}}); !errors.Is(err, hub.ErrReadOnly) {
 		t.Errorf("publish to a mirror = %v, want ErrReadOnly", err)
 	}
 	if got := lastID(b.h, "a.build"); got != 300 {
@@ -310,7 +310,7 @@ func TestReloadedPatternsStartExportAndImport(t *testing.T) {
 	a := startNode(t, upstream.Config{URLs: []string{srv.URL()}, Node: "a"})
 	b := startNode(t, upstream.Config{URLs: []string{srv.URL()}, Node: "b"})
 	a.publish("late", 0, 5, 5)
-	if _, _, err := b.h.Publish("a.late", []bus.Event{{Type: "x:y"}}); err != nil {
+	if _, _, err := b.h.Publish(bustest.SessionID("a.late"), []bus.Event{{Type: bustest.Type("x:y")}}); err != nil {
 		t.Fatalf("publish to a.late before it is imported = %v, want it accepted", err)
 	}
 	b.h.Delete("a.late")
@@ -318,7 +318,7 @@ func TestReloadedPatternsStartExportAndImport(t *testing.T) {
 	b.br.SetPatterns(nil, []string{"a/late"})
 	waitFor(t, "the mirror", func() bool { return lastID(b.h, "a.late") == 5 })
 	checkMirror(t, mirrored(t, b.h, "a.late"), "a", "late", 5)
-	if _, _, err := b.h.Publish("a.late", []bus.Event{{Type: "x:y"}}); !errors.Is(err, hub.ErrReadOnly) {
+	if _, _, err := b.h.Publish(bustest.SessionID("a.late"), []bus.Event{{Type: bustest.Type("x:y")}}); !errors.Is(err, hub.ErrReadOnly) {
 		t.Errorf("publish to an imported session = %v, want ErrReadOnly", err)
 	}
 	func() {

@@ -231,9 +231,9 @@ func matchAny(globs []string, name string) bool {
 
 // mirrorName is the local session that mirrors session of node, and
 // whether that is a valid session id.
-func mirrorName(node, session string) (string, bool) {
-	id := node + "." + session
-	return id, bus.ValidateSessionID(id) == nil
+func mirrorName(node, session string) (bus.SessionID, bool) {
+	id, err := bus.ParseSessionID(node + "." + session)
+	return id, err == nil
 }
 
 // subject is the subject that session's events are exported to, and

@@ -25,7 +25,11 @@ func decodeEnvelope(p []byte) (bus.Event, bool) {
 	if err := json.Unmarshal(p, &env); err != nil {
 		return bus.Event{}, false
 	}
-	ev := bus.Event{Type: env.Type, Data: env.Data, Originator: env.Originator}
+	typ, err := bus.ParseType(env.Type)
+	if err != nil {
+		return bus.Event{}, false
+	}
+	ev := bus.Event{Type: typ, Data: env.Data, Originator: env.Originator}
 	if t, err := time.Parse(time.RFC3339Nano, env.Timestamp); err == nil {
 		ev.Time = t
 	}
@@ -52,7 +56,11 @@ func scanEnvelope(p []byte) (bus.Event, bool) {
 	if end <= 0 || bytes.IndexByte(p[i:i+end], '\\') >= 0 {
 		return ev, false
 	}
-	ev.Type = string(p[i : i+end])
+	typ, err := bus.ParseType(string(p[i : i+end]))
+	if err != nil {
+		return ev, false
+	}
+	ev.Type = typ
 	i += end + 1
 	if !bytes.HasPrefix(p[i:], []byte(sessionKey)) {
 		return ev, false

@@ -201,7 +201,7 @@ func (im *importer) round() error {
 // incoming is one message decoded.
 type incoming struct {
 	seq    uint64
-	mirror string
+	mirror bus.SessionID
 	origin bus.RemoteOrigin
 	ev     bus.Event
 }
@@ -211,7 +211,7 @@ type incoming struct {
 func (im *importer) apply(batch []jetstream.Msg) error {
 	var run []bus.Event // consecutive events of one mirror
 	var runMirror *mirror
-	var runID string
+	var runID bus.SessionID
 	var lastSeq uint64
 	flush := func() error {
 		if len(run) == 0 {
@@ -226,7 +226,7 @@ func (im *importer) apply(batch []jetstream.Msg) error {
 			if o := e.Origin; o.LostFrom != 0 {
 				lost, gaps = lost+o.LostTo-o.LostFrom+1, gaps+1
 				im.b.logger.Warn("upstream: the origin of a mirror lost events; readers get a stream:gap (upstream_lost)",
-					"mirror", runID, "epoch", o.Epoch, "from", o.LostFrom, "to", o.LostTo)
+					"mirror", runID.String(), "epoch", o.Epoch, "from", o.LostFrom, "to", o.LostTo)
 			}
 		}
 		runMirror.mu.Lock()
@@ -244,7 +244,7 @@ func (im *importer) apply(batch []jetstream.Msg) error {
 	for _, m := range batch {
 		in, ok := im.decode(m)
 		if ok && im.b.matchImport(in.origin.Node, in.origin.Session) {
-			mr := im.b.mirrorFor(in.mirror, in.origin)
+			mr := im.b.mirrorFor(in.mirror.String(), in.origin)
 			if runMirror != mr {
 				if err := flush(); err != nil {
 					return err
@@ -263,7 +263,7 @@ func (im *importer) apply(batch []jetstream.Msg) error {
 				if err := flush(); err != nil {
 					return err
 				}
-				im.b.resetMirror(in.mirror, mr, in.origin)
+				im.b.resetMirror(in.mirror.String(), mr, in.origin)
 				in.ev.Origin = withLoss(in.origin, 0)
 				run = append(run, in.ev)
 			case skipEvent:
