@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 )
 
 // TestThroughPassesWhatTheFilterSkips: a consumer's position under ack
@@ -14,7 +15,7 @@ import (
 // the stream, on replay and live, but never an event still queued.
 func TestThroughPassesWhatTheFilterSkips(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, bus.Options{Session: "s"})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("s")})
 	publish(t, b, ev("a:x", ""), ev("b:y", ""), ev("b:y", "")) // 1..3
 	f, err := bus.ParseFilter("a:*")
 	if err != nil {
@@ -53,7 +54,7 @@ func TestThroughPassesWhatTheFilterSkips(t *testing.T) {
 // and leaves the bus.
 func TestEndReplacedIsFinal(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, bus.Options{Session: "s"})
+	b := newBus(t, bus.Options{Session: bustest.SessionID("s")})
 	s := subscribe(t, b, bus.SubscribeOptions{})
 	take(t, s) // stream:ready
 	publish(t, b, ev("a:x", ""))

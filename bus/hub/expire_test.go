@@ -286,7 +286,7 @@ func TestPublishRacingExpiryWithAutoCreateIsNeverRefused(t *testing.T) {
 func TestAutoSessionWithPendingConsumerEventsDoesNotExpire(t *testing.T) {
 	c := newClock()
 	h := newHub(t, hub.Options{AutoCreate: true, AutoSessionTTL: ttl, ConsumerTTL: 3 * ttl, Now: c.Now, Logger: quiet})
-	if _, _, err := h.Publish("a", []bus.Event{ev("x:y", 1), ev("x:y", 2)}); err != nil {
+	if _, _, err := h.Publish(bustest.SessionID("a"), []bus.Event{ev("x:y", 1), ev("x:y", 2)}); err != nil {
 		t.Fatal(err)
 	}
 	s, _ := h.Session("a")
@@ -308,7 +308,7 @@ func TestAutoSessionWithPendingConsumerEventsDoesNotExpire(t *testing.T) {
 	}
 
 	// The same, kept until its consumer expires.
-	if _, _, err := h.Publish("b", []bus.Event{ev("x:y", 1)}); err != nil {
+	if _, _, err := h.Publish(bustest.SessionID("b"), []bus.Event{ev("x:y", 1)}); err != nil {
 		t.Fatal(err)
 	}
 	s, _ = h.Session("b")
