@@ -192,8 +192,33 @@ func (c *Client) doQuery(ctx context.Context, method, path string, query url.Val
 		io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
 		return nil
 	}
+	if br, ok := out.(bodyReader); ok {
+		buf := bodyBuffers.Get().(*bytes.Buffer)
+		defer bodyBuffers.Put(buf)
+		buf.Reset()
+		if _, err := buf.ReadFrom(resp.Body); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("client: reading the answer to %s %s: %w", method, path, err)
+		}
+		if err := br.readBody(buf.Bytes()); err != nil {
+			return fmt.Errorf("client: decoding the answer to %s %s: %w", method, path, err)
+		}
+		return nil
+	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("client: decoding the answer to %s %s: %w", method, path, err)
 	}
 	return nil
 }
+
+// A bodyReader decodes an answer from its bytes, in place of
+// encoding/json (the sessions list, sessionlist.go). It keeps none of b,
+// which is reused.
+type bodyReader interface {
+	readBody(b []byte) error
+}
+
+// bodyBuffers hold the answers a bodyReader reads.
+var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}

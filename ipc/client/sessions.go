@@ -62,7 +62,7 @@ func (c *Client) SessionsPage(ctx context.Context, after string, limit int) (pag
 	if limit > 0 {
 		q.Set(wire.ParamLimit, strconv.Itoa(limit))
 	}
-	var l wire.SessionList
+	var l sessionListBody
 	if err := c.doQuery(ctx, http.MethodGet, wire.PathSessions, q, nil, nil, &l); err != nil {
 		return nil, "", err
 	}
