@@ -15,8 +15,9 @@ import (
 var tcpListening = regexp.MustCompile(`msg=listening tcp=(127\.0\.0\.1:[0-9]+)`)
 
 // startTCP starts a daemon that also listens on loopback TCP, with an
-// admin key and a read key, and returns it with its URL and the keys.
-func startTCP(t *testing.T) (d *daemontest.Daemon, url, admin, read string) {
+// admin key and a read key (named "reader"), and returns it with its URL
+// and the keys; args are more of the daemon's arguments.
+func startTCP(t *testing.T, args ...string) (d *daemontest.Daemon, url, admin, read string) {
 	t.Helper()
 	dir := t.TempDir()
 	ring := &access.Keyring{}
@@ -31,7 +32,7 @@ func startTCP(t *testing.T) (d *daemontest.Daemon, url, admin, read string) {
 	if err := ring.Save(keys); err != nil {
 		t.Fatal(err)
 	}
-	d = daemontest.Start(t, daemontest.Options{Dir: dir, Args: []string{"--keys-file", keys, "--listen-tcp", "127.0.0.1:0"}})
+	d = daemontest.Start(t, daemontest.Options{Dir: dir, Args: append([]string{"--keys-file", keys, "--listen-tcp", "127.0.0.1:0"}, args...)})
 	deadline := time.Now().Add(e2eWait)
 	for {
 		if m := tcpListening.FindStringSubmatch(d.Stderr()); m != nil {

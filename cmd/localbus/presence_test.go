@@ -47,3 +47,37 @@ func TestSessionShowAndStatusNameTheProcessesThatListen(t *testing.T) {
 		t.Errorf("status: stdout %q lacks the stream of session s with its process", r.stdout)
 	}
 }
+
+// TestStatusForACallerThatIsNotAdmin lists the streams session by
+// session (GET /api/v1/subscribers is admin's), with the processes of the
+// caller's own streams alone.
+func TestStatusForACallerThatIsNotAdmin(t *testing.T) {
+	t.Parallel()
+	d, url, _, read := startTCP(t)
+	c := apiClient(t, d)
+	publishData(t, c, "mine", "t:n", 1, 1)
+	publishData(t, c, "theirs", "t:n", 1, 1)
+	publishData(t, c, "nobody", "t:n", 1, 1)
+	startBin(t, "events", "--url", url, "--key", read, "--session", "mine")
+	startBin(t, "events", "--socket", d.Socket, "--session", "theirs")
+	waitSubscribers(t, c, "mine", 1)
+	waitSubscribers(t, c, "theirs", 1)
+
+	r := runBin(t, "", "status", "--url", url, "--key", read)
+	if r.code != 0 {
+		t.Fatalf("status as a reader: exit %d, stderr %q", r.code, r.stderr)
+	}
+	// The reader's own stream names its key and address; root's stream is
+	// listed with its session and transport, its process hidden.
+	own := regexp.MustCompile(`(?m)^mine +st-\d+ +sse +tcp 127\.0\.0\.1:\d+ \(reader\) +- +- +\d+s +\d+ +\d+ +0 +no +- +\*$`)
+	other := regexp.MustCompile(`(?m)^theirs +st-\d+ +sse +- +- +- +\d+s +\d+ +\d+ +0 +no +- +\*$`)
+	if !strings.Contains(r.stdout, "BUS     STREAM  TRANSPORT  PROCESS") || !own.MatchString(r.stdout) || !other.MatchString(r.stdout) {
+		t.Errorf("status as a reader: stdout lacks the streams of mine and theirs:\n%s", r.stdout)
+	}
+	if strings.Contains(r.stdout, "\nnobody  st-") || strings.Contains(r.stdout, "memory: ") {
+		t.Errorf("status as a reader: a stream of nobody, or admin's figures:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stdout, "3 sessions, 2 streams, 0 consumers") {
+		t.Errorf("status as a reader: stdout lacks the counts:\n%s", r.stdout)
+	}
+}

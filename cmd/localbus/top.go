@@ -53,15 +53,14 @@ func topCommand() *cli.Command {
 			f, isFile := c.App.Writer.(*os.File)
 			if c.Bool("once") || !isFile || !term.IsTerminal(f.Fd()) {
 				v := topView{width: 120}
-				_, err = fmt.Fprint(c.App.Writer, v.render(snap, topSortRate, "", false))
+				_, err = fmt.Fprint(c.App.Writer, v.render(snap, topTable{rows: snap.byRate, sel: -1}, "", false))
 				return err
 			}
 			cl := newClient(c)
 			defer cl.CloseIdleConnections()
 			m := newTopModel(c.Context, cl, c.Duration("interval"))
-			m.snap = snap
-			m.keepSelection()
-			p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(c.Context), tea.WithOutput(f))
+			m.setSnapshot(snap)
+			p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(c.Context), tea.WithOutput(f), tea.WithFPS(topFPS))
 			if _, err := p.Run(); err != nil && c.Context.Err() == nil {
 				return err
 			}
@@ -77,10 +76,10 @@ type topModel struct {
 	cl       *client.Client
 	interval time.Duration
 	snap     topSnapshot
-	err      error // the last refresh's, shown above the header
-	sort     topSort
-	selected string // the selected session's id
-	drill    bool   // showing the selected session's streams
+	err      error    // the last refresh's, shown above the header
+	table    topTable // the snapshot's sessions in order, sorted once per snapshot and sort
+	selected string   // the selected session's id
+	drill    bool     // showing the selected session's streams
 	view     topView
 }
 
@@ -119,8 +118,7 @@ func (m *topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case topFetched:
 		m.err = msg.err
 		if msg.err == nil {
-			m.snap = msg.snap
-			m.keepSelection()
+			m.setSnapshot(msg.snap)
 		}
 		return m, tea.Tick(m.interval, func(time.Time) tea.Msg { return topTick{} })
 	case topTick:
@@ -130,7 +128,8 @@ func (m *topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		case "q", "ctrl+c":
 			return m, tea.Quit
 		case "s":
-			m.sort = (m.sort + 1) % topSortCount
+			m.table.sort = (m.table.sort + 1) % topSortCount
+			m.reorder()
 		case "up", "k":
 			m.move(-1)
 		case "down", "j":
@@ -147,40 +146,56 @@ func (m *topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return m, nil
 }
 
-// keepSelection selects the first session when the selected one is gone.
-func (m *topModel) keepSelection() {
-	rows := m.snap.sorted(m.sort)
-	for _, s := range rows {
-		if s.ID == m.selected {
-			return
+// setSnapshot shows snap.
+func (m *topModel) setSnapshot(snap topSnapshot) {
+	m.snap = snap
+	m.reorder()
+}
+
+// reorder sorts the snapshot's sessions in the table's order and keeps
+// the selected session, or selects the first when it is gone.
+func (m *topModel) reorder() {
+	t := &m.table
+	if t.sort == topSortRate {
+		t.rows = m.snap.byRate
+	} else {
+		t.rows = m.snap.order(t.sort)
+	}
+	t.sel = -1
+	for i, r := range t.rows {
+		if m.snap.sessions[r].ID == m.selected {
+			t.sel = i
+			break
 		}
 	}
+	if t.sel < 0 && len(t.rows) > 0 {
+		t.sel = 0
+	}
 	m.selected = ""
-	if len(rows) > 0 {
-		m.selected = rows[0].ID
+	if t.sel >= 0 {
+		m.selected = m.snap.sessions[t.rows[t.sel]].ID
 	}
 }
 
 // move moves the selection by d rows in the current order.
 func (m *topModel) move(d int) {
-	rows := m.snap.sorted(m.sort)
-	if len(rows) == 0 {
+	t := &m.table
+	if len(t.rows) == 0 {
 		return
 	}
-	i := 0
-	for j, s := range rows {
-		if s.ID == m.selected {
-			i = j
-		}
-	}
-	i = min(max(i+d, 0), len(rows)-1)
-	m.selected = rows[i].ID
+	t.sel = min(max(t.sel+d, 0), len(t.rows)-1)
+	m.selected = m.snap.sessions[t.rows[t.sel]].ID
 }
 
 func (m *topModel) View() string {
-	out := m.view.render(m.snap, m.sort, m.selected, m.drill)
+	out := m.view.render(m.snap, m.table, m.selected, m.drill)
 	if m.err != nil {
 		out = m.view.errLine(m.err) + out
 	}
 	return out
 }
+
+// topFPS bounds how often the terminal is redrawn: a key shows within
+// 50 ms, and an idle view wakes 20 times a second to learn that nothing
+// changed, not Bubble Tea's default of 60.
+const topFPS = 20

@@ -15,18 +15,24 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/localbus/localbus/ipc/client"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // topSnapshot is what one refresh of top fetched.
 type topSnapshot struct {
-	at       time.Time
-	addr     string
-	status   client.Status
+	at     time.Time
+	addr   string
+	status client.Status
+	// sessions are every session, in id order as the daemon lists them;
+	// byRate their indexes by events/s, sorted once, at the fetch.
 	sessions []client.SessionInfo
+	byRate   []int32
 	// streams are every stream for an admin caller; for another, its own
 	// streams (those whose peer it may see) of the busiest sessions.
 	streams []client.Subscriber
 	admin   bool
+	// lags are the slowest lag (frames queued) of each session's streams.
+	lags map[string]int
 	// drill are the streams of the session drilled into.
 	drill []client.Subscriber
 }
@@ -43,22 +49,25 @@ func fetchTop(ctx context.Context, cl *client.Client, drill string) (topSnapshot
 	if snap.status, err = cl.Status(ctx); err != nil {
 		return snap, err
 	}
-	if snap.sessions, err = cl.Sessions(ctx); err != nil {
+	if snap.sessions, err = topSessions(ctx, cl); err != nil {
 		return snap, err
 	}
+	snap.byRate = snap.order(topSortRate)
 	snap.streams, err = cl.AllSubscribers(ctx)
 	snap.admin = err == nil
 	if errors.Is(err, client.ErrForbidden) {
+		// The busiest sessions with streams, one request each.
 		snap.streams, err = nil, nil
-		busy := slices.Clone(snap.sessions)
-		slices.SortFunc(busy, func(a, b client.SessionInfo) int { return cmp.Compare(b.PublishRate, a.PublishRate) })
-		for i, s := range busy {
-			if i == topStreamSessions {
+		asked := 0
+		for _, i := range snap.byRate {
+			s := &snap.sessions[i]
+			if asked == topStreamSessions {
 				break
 			}
 			if s.Subscribers == 0 {
 				continue
 			}
+			asked++
 			subs, err := cl.Subscribers(ctx, s.ID)
 			if errors.Is(err, client.ErrNotFound) {
 				continue
@@ -77,12 +86,40 @@ func fetchTop(ctx context.Context, cl *client.Client, drill string) (topSnapshot
 	if err != nil {
 		return snap, err
 	}
+	snap.lags = map[string]int{}
+	for _, s := range snap.streams {
+		if s.Bus != nil && s.Bus.Session != "" {
+			snap.lags[s.Bus.Session] = max(snap.lags[s.Bus.Session], s.Queued)
+		}
+	}
 	if drill != "" {
 		if snap.drill, err = cl.Subscribers(ctx, drill); errors.Is(err, client.ErrNotFound) {
 			err = nil
 		}
 	}
 	return snap, err
+}
+
+// topSessions lists every session in pages of the largest size the
+// daemon gives, one request per 10,000 sessions.
+func topSessions(ctx context.Context, cl *client.Client) ([]client.SessionInfo, error) {
+	var all []client.SessionInfo
+	after := ""
+	for {
+		page, next, err := cl.SessionsPage(ctx, after, wire.MaxPageLimit)
+		if err != nil {
+			return nil, err
+		}
+		if all == nil {
+			all = page
+		} else {
+			all = append(all, page...)
+		}
+		if next == "" || next <= after {
+			return all, nil
+		}
+		after = next
+	}
 }
 
 // topSort is the order of the sessions table.
@@ -100,32 +137,33 @@ func (s topSort) String() string {
 	return [...]string{"events/s in", "events/s out", "subscribers", "id"}[s]
 }
 
-// sorted returns the sessions in order s.
-func (snap topSnapshot) sorted(s topSort) []client.SessionInfo {
-	rows := slices.Clone(snap.sessions)
-	slices.SortStableFunc(rows, func(a, b client.SessionInfo) int {
-		switch s {
-		case topSortRate:
-			return cmp.Or(cmp.Compare(b.PublishRate, a.PublishRate), cmp.Compare(b.DeliverRate, a.DeliverRate), cmp.Compare(a.ID, b.ID))
-		case topSortDeliver:
-			return cmp.Or(cmp.Compare(b.DeliverRate, a.DeliverRate), cmp.Compare(a.ID, b.ID))
-		case topSortSubscribers:
-			return cmp.Or(cmp.Compare(b.Subscribers, a.Subscribers), cmp.Compare(a.ID, b.ID))
-		}
-		return cmp.Compare(a.ID, b.ID)
-	})
+// order returns the indexes of the sessions in order s; equals stay in
+// id order, the order they are listed in.
+func (snap topSnapshot) order(s topSort) []int32 {
+	rows := make([]int32, len(snap.sessions))
+	for i := range rows {
+		rows[i] = int32(i)
+	}
+	ss := snap.sessions
+	switch s {
+	case topSortRate:
+		slices.SortStableFunc(rows, func(i, j int32) int {
+			return cmp.Or(cmp.Compare(ss[j].PublishRate, ss[i].PublishRate), cmp.Compare(ss[j].DeliverRate, ss[i].DeliverRate))
+		})
+	case topSortDeliver:
+		slices.SortStableFunc(rows, func(i, j int32) int { return cmp.Compare(ss[j].DeliverRate, ss[i].DeliverRate) })
+	case topSortSubscribers:
+		slices.SortStableFunc(rows, func(i, j int32) int { return cmp.Compare(ss[j].Subscribers, ss[i].Subscribers) })
+	}
 	return rows
 }
 
-// lags returns the slowest lag (frames queued) of each session's streams.
-func (snap topSnapshot) lags() map[string]int {
-	m := map[string]int{}
-	for _, s := range snap.streams {
-		if s.Bus != nil && s.Bus.Session != "" {
-			m[s.Bus.Session] = max(m[s.Bus.Session], s.Queued)
-		}
-	}
-	return m
+// topTable is the sessions table of a snapshot: its sort, the sessions'
+// indexes in that order, and the selected row (-1: none).
+type topTable struct {
+	sort topSort
+	rows []int32
+	sel  int
 }
 
 // topView draws a snapshot in a width × height terminal (height 0: no
@@ -174,7 +212,7 @@ func table(rows []string) []string {
 
 // render draws the frame: the header, then the sessions (or, drilled in,
 // the selected session's streams), then the slow and lagging streams.
-func (v topView) render(snap topSnapshot, sort topSort, selected string, drill bool) string {
+func (v topView) render(snap topSnapshot, t topTable, selected string, drill bool) string {
 	st := snap.status
 	var out []string
 	add := func(line string) { out = append(out, v.fit(line)) }
@@ -221,39 +259,37 @@ func (v topView) render(snap topSnapshot, sort topSort, selected string, drill b
 			add(line)
 		}
 	} else {
-		lags := snap.lags()
-		sessions := snap.sorted(sort)
 		// Only the rows that show are formatted: a window that keeps the
 		// selection in sight.
-		first, n := 0, len(sessions)
-		sel := slices.IndexFunc(sessions, func(s client.SessionInfo) bool { return s.ID == selected })
+		first, n := 0, len(t.rows)
 		if budget >= 0 && n > budget {
 			n = budget
-			if sel >= budget {
-				first = sel - budget + 1
+			if t.sel >= budget {
+				first = t.sel - budget + 1
 			}
 		}
 		rows := []string{"SESSION\tLAST ID\tIN/S\tOUT/S\tSUBS\tCONSUMERS\tLAG\tRING"}
-		for _, s := range sessions[first : first+n] {
+		for _, i := range t.rows[first : first+n] {
+			s := &snap.sessions[i]
 			fill := 0.0
 			if s.Ring.MaxCount > 0 {
 				fill = 100 * float64(s.Ring.Count) / float64(s.Ring.MaxCount)
 			}
 			lag := "-"
-			if n, ok := lags[s.ID]; ok {
+			if n, ok := snap.lags[s.ID]; ok {
 				lag = fmt.Sprint(n)
 			}
 			rows = append(rows, fmt.Sprintf("%s\t%d\t%s\t%s\t%d\t%d\t%s\t%.0f%%", s.ID, s.LastID, rateText(s.PublishRate),
 				rateText(s.DeliverRate), s.Subscribers, s.Consumers, lag, fill))
 		}
-		add(v.style(topBold, fmt.Sprintf("sessions by %s (s: sort, Enter: streams, q: quit)", sort)))
+		add(v.style(topBold, fmt.Sprintf("sessions by %s (s: sort, Enter: streams, q: quit)", t.sort)))
 		for i, line := range table(rows) {
-			if i > 0 && first+i-1 == sel && v.styled {
+			if i > 0 && first+i-1 == t.sel && v.styled {
 				line = v.style(topSelected, line)
 			}
 			add(line)
 		}
-		if rest := len(sessions) - first - n; rest > 0 || first > 0 {
+		if rest := len(t.rows) - first - n; rest > 0 || first > 0 {
 			add(fmt.Sprintf("… %d more (%d above)", rest, first))
 		}
 	}
