@@ -105,7 +105,8 @@ func (h *Handler) publishOnce(w http.ResponseWriter, r *http.Request, c Caller, 
 // writePublishResult renders the reply of a keyed publish from its
 // result, in the form the request asked for: {"ids","lastId"} for a
 // body, a wire.StreamReply for a streaming one, preceded by {"id":N}
-// lines with ?ack=line.
+// lines with ?ack=line. The hub remembers only publishes that published,
+// so the reply is a 200, the first time and for every repeat.
 func writePublishResult(w http.ResponseWriter, res hub.Result, p publishReq) {
 	w.Header().Set("Cache-Control", "no-store")
 	ids := make([]uint64, 0, min(res.Count, wire.MaxStreamAckIDs+1))
@@ -115,7 +116,7 @@ func writePublishResult(w http.ResponseWriter, res hub.Result, p publishReq) {
 		}
 	}
 	if !p.streaming {
-		writeJSON(w, res.Status, wire.PublishReply{IDs: ids, LastID: res.LastID})
+		writeJSON(w, http.StatusOK, wire.PublishReply{IDs: ids, LastID: res.LastID})
 		return
 	}
 	sr := wire.StreamReply{Count: res.Count, FirstID: res.First, LastID: res.LastID, IDs: ids}
@@ -123,11 +124,11 @@ func writePublishResult(w http.ResponseWriter, res hub.Result, p publishReq) {
 		sr.IDs = nil
 	}
 	if p.ack != wire.AckLine {
-		writeJSON(w, res.Status, &sr)
+		writeJSON(w, http.StatusOK, &sr)
 		return
 	}
 	w.Header().Set("Content-Type", wire.ContentTypeNDJSON)
-	w.WriteHeader(res.Status)
+	w.WriteHeader(http.StatusOK)
 	var b []byte
 	for n := range res.Count {
 		b = append(b, `{"id":`...)

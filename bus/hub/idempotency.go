@@ -47,10 +47,9 @@ var ErrKeyReused = errors.New("hub: idempotency key already used with a differen
 
 // A Result is what a keyed publish achieved, as a value the hub keeps for
 // the idempotency window (never the reply's bytes): the router renders the
-// reply from it, the first time and for every repeat.
+// reply from it, the first time and for every repeat. Only a publish that
+// published is remembered, so a Result always says which ids it was given.
 type Result struct {
-	// Status is the reply's HTTP status: 200 for a publish.
-	Status int
 	// First, Count and LastID are the publish's ids: Count contiguous ids
 	// from First to LastID.
 	First  uint64
@@ -79,12 +78,19 @@ type keyRecord struct {
 	Digest [32]byte `json:"digest"`
 	// Peer is whose publish it was (share.Peer's text); absent in a key
 	// stored before peers were, which counts as share.Unknown's.
-	Peer   string `json:"peer,omitempty"`
+	Peer string `json:"peer,omitempty"`
+	// Status is recordStatus in every record: read by nothing, written so
+	// that a daemon of format 3 before this one reads the record as it
+	// always has.
 	Status int    `json:"status"`
 	First  uint64 `json:"first"`
 	Count  int    `json:"count"`
 	LastID uint64 `json:"lastId"`
 }
+
+// recordStatus is what format 3 stores in a record's "status": it held
+// the reply's HTTP status, and every remembered publish was answered 200.
+const recordStatus = 200
 
 // keyEntry is a key of a session: being published (done open) or
 // remembered.
@@ -258,11 +264,11 @@ func (h *Hub) PublishOnce(peer share.Peer, sid bus.SessionID, key string, digest
 	value := func(first, last uint64) []byte {
 		stored = true
 		rec, _ := json.Marshal(keyRecord{At: at.UnixNano(), Digest: digest, Peer: peer.String(),
-			Status: 200, First: first, Count: int(last - first + 1), LastID: last})
+			Status: recordStatus, First: first, Count: int(last - first + 1), LastID: last})
 		return rec
 	}
 	first, last, perr := h.publish(sid, events, publishOptions{peer: peer, key: key, keyValue: value})
-	r = Result{Status: 200, First: first, Count: int(last - first + 1), LastID: last}
+	r = Result{First: first, Count: int(last - first + 1), LastID: last}
 	kj := h.keyJournal()
 	var gone []*keyEntry
 	var rec []byte
@@ -393,7 +399,7 @@ func (h *Hub) loadKeys(now time.Time) error {
 		cost := KeyCost(session, key)
 		acct.Force(cost)
 		e := &keyEntry{session: session, key: key, digest: rec.Digest, at: at, kept: true, cost: cost, acct: acct, done: done,
-			result: Result{Status: rec.Status, First: rec.First, Count: rec.Count, LastID: rec.LastID}}
+			result: Result{First: rec.First, Count: rec.Count, LastID: rec.LastID}}
 		t.entries[tableKey(session, key)] = e
 		t.order = append(t.order, e)
 	})

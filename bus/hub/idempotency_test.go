@@ -1,11 +1,16 @@
 package hub_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/bus/bustest"
@@ -31,7 +36,7 @@ func TestOnceForgetsAKeyAfterTheWindow(t *testing.T) {
 			return r, replayed
 		}
 		first, _ := once()
-		if want := (hub.Result{Status: 200, First: 1, Count: 2, LastID: 2}); first != want {
+		if want := (hub.Result{First: 1, Count: 2, LastID: 2}); first != want {
 			t.Fatalf("first result %+v, want %+v", first, want)
 		}
 		time.Sleep(time.Minute - time.Second)
@@ -85,5 +90,47 @@ func TestKeysAreBoundedInBytes(t *testing.T) {
 	t.Logf("%d keys held in %d bytes; forgotten %d by share, %d by pool", n, b, byShare, byPool)
 	if n == 0 || byShare+byPool == 0 {
 		t.Errorf("%d keys held, %d forgotten; want some of each", n, byShare+byPool)
+	}
+}
+
+// TestAStoredKeyKeepsFormat3sKeys: the record of a remembered key holds
+// the keys format 3 has always stored, "status" 200 among them (which
+// daemons of format 3 before this one read as the reply's status), and a
+// hub restarted on it repeats the result.
+func TestAStoredKeyKeepsFormat3sKeys(t *testing.T) {
+	t.Parallel()
+	j := newMemJournal()
+	h, err := hub.New(hub.Options{Journal: j, AutoCreate: true, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, err := h.PublishOnce(share.UID(7), bustest.SessionID("s"), "k", [32]byte{5}, []bus.Event{ev("a:b", 1), ev("a:b", 2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	rec, ok := j.keys[[2]string{"s", "k"}]
+	if !ok {
+		t.Fatal("no record stored for the key")
+	}
+	var got map[string]any
+	if err := json.Unmarshal(rec, &got); err != nil {
+		t.Fatalf("record %s: %v", rec, err)
+	}
+	keys := slices.Sorted(maps.Keys(got))
+	if diff := cmp.Diff([]string{"at", "count", "digest", "first", "lastId", "peer", "status"}, keys); diff != "" {
+		t.Errorf("record %s: keys mismatch (-want +got):\n%s", rec, diff)
+	}
+	if got["status"] != 200.0 || got["first"] != 1.0 || got["count"] != 2.0 || got["lastId"] != 2.0 || got["peer"] != "uid:7" {
+		t.Errorf("record %s, want status 200, first 1, count 2, lastId 2, peer uid:7", rec)
+	}
+	h2, err := hub.New(hub.Options{Journal: j, AutoCreate: true, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Close()
+	r, replayed, err := h2.PublishOnce(share.UID(7), bustest.SessionID("s"), "k", [32]byte{5}, []bus.Event{ev("a:b", 1), ev("a:b", 2)})
+	if err != nil || !replayed || r != first {
+		t.Fatalf("after a restart: %+v, replayed %v, %v; want %+v again", r, replayed, err, first)
 	}
 }
