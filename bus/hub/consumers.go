@@ -98,11 +98,9 @@ type ConsumerSet struct {
 
 // NewConsumerSet returns the set of a session whose consumers store keeps
 // (nil: in memory only), with restored, what store held at start, and
-// limit and peerShare its max_consumers and fair share.
+// limit and peerShare its max_consumers (at least 1: a hub passes its
+// Options.MaxConsumers, filled) and fair share.
 func NewConsumerSet(store ConsumerStore, restored []ConsumerState, limit int, peerShare float64) *ConsumerSet {
-	if limit <= 0 {
-		limit = DefaultMaxConsumers
-	}
 	s := &ConsumerSet{store: store, m: map[string]*consumer{},
 		pool: share.NewPool(share.Options{Name: PoolConsumers, Limit: int64(limit), Share: peerShare, Err: ErrConsumerLimit})}
 	for _, st := range restored {
@@ -113,12 +111,9 @@ func NewConsumerSet(store ConsumerStore, restored []ConsumerState, limit int, pe
 	return s
 }
 
-// SetLimit changes max_consumers and the share (on reload); consumers over
-// the new limit stay.
+// SetLimit changes max_consumers (at least 1, as for NewConsumerSet) and
+// the share (on reload); consumers over the new limit stay.
 func (s *ConsumerSet) SetLimit(limit int, peerShare float64) {
-	if limit <= 0 {
-		limit = DefaultMaxConsumers
-	}
 	s.pool.SetLimit(int64(limit), peerShare)
 }
 

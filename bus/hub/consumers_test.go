@@ -53,7 +53,7 @@ var t0 = time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
 func u64(n uint64) *uint64 { return &n }
 
 func TestAttachRefusesBadNames(t *testing.T) {
-	s := NewConsumerSet(nil, nil, 0, 0)
+	s := NewConsumerSet(nil, nil, DefaultMaxConsumers, 0)
 	for _, bad := range []string{"", ".", "..", strings.Repeat("n", 65)} {
 		if _, err := s.Attach(AttachRequest{Name: bad, Now: t0}); !errors.Is(err, ErrConsumerName) {
 			t.Errorf("Attach(%q) = %v", bad, err)
@@ -67,7 +67,7 @@ func TestAttachRefusesBadNames(t *testing.T) {
 // first lease is replaced, and its end stores nothing).
 func TestAConsumerIsCreatedOnceAndTakenOver(t *testing.T) {
 	st := &memConsumers{m: map[string]ConsumerState{}}
-	s := NewConsumerSet(st, nil, 0, 0)
+	s := NewConsumerSet(st, nil, DefaultMaxConsumers, 0)
 	l1, err := s.Attach(AttachRequest{Name: "c", Ack: AckExplicit, Since: u64(5), Epoch: "e1", LastID: 10, Peer: share.UID(1000), Now: t0})
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +121,7 @@ func TestAConsumerIsCreatedOnceAndTakenOver(t *testing.T) {
 // nothing.
 func TestExplicitAcksMoveForwardOnly(t *testing.T) {
 	st := &memConsumers{m: map[string]ConsumerState{}}
-	s := NewConsumerSet(st, nil, 0, 0)
+	s := NewConsumerSet(st, nil, DefaultMaxConsumers, 0)
 	if _, err := s.Attach(AttachRequest{Name: "x", Ack: AckExplicit, Epoch: "e1", Now: t0}); err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestExplicitAcksMoveForwardOnly(t *testing.T) {
 // it once more, and the next stream starts after it.
 func TestAutoLeasesStoreOnSyncAndAtTheEnd(t *testing.T) {
 	st := &memConsumers{m: map[string]ConsumerState{}}
-	s := NewConsumerSet(st, nil, 0, 0)
+	s := NewConsumerSet(st, nil, DefaultMaxConsumers, 0)
 	l, err := s.Attach(AttachRequest{Name: "a", Epoch: "e1", LastID: 200, Now: t0})
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +235,7 @@ func TestAutoLeasesStoreOnSyncAndAtTheEnd(t *testing.T) {
 // it.
 func TestANewEpochMovesTheConsumerOnAttach(t *testing.T) {
 	st := &memConsumers{m: map[string]ConsumerState{}}
-	s := NewConsumerSet(st, []ConsumerState{{Name: "x", Ack: AckExplicit, AckedID: 5, Epoch: "e1"}}, 0, 0)
+	s := NewConsumerSet(st, []ConsumerState{{Name: "x", Ack: AckExplicit, AckedID: 5, Epoch: "e1"}}, DefaultMaxConsumers, 0)
 	if _, err := s.Ack("x", 3, "e2", 10, t0); !errors.Is(err, ErrEpochMismatch) {
 		t.Errorf("an ack of the new epoch before any stream: %v", err)
 	}
@@ -279,7 +279,7 @@ func TestANewEpochMovesTheConsumerOnAttach(t *testing.T) {
 // no stream since before the cutoff, never a connected one; 0 keeps them.
 func TestConsumersExpireWithoutAStream(t *testing.T) {
 	st := &memConsumers{m: map[string]ConsumerState{}}
-	s := NewConsumerSet(st, nil, 0, 0)
+	s := NewConsumerSet(st, nil, DefaultMaxConsumers, 0)
 	live, _ := s.Attach(AttachRequest{Name: "live", Epoch: "e1", Now: t0})
 	gone, _ := s.Attach(AttachRequest{Name: "gone", Epoch: "e1", Now: t0})
 	gone.End(t0)

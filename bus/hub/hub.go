@@ -150,8 +150,9 @@ func (h *Hub) ReadOnly(id string) bool {
 	return f != nil && (*f)(id)
 }
 
-// fill writes the defaults into the zero fields of o, once for New and
-// once for SetOptions, and gives every bus the hub's PeerShare.
+// fill writes the defaults into the zero fields of o, for New,
+// SetOptions and AutoSessionLimit: the one place the hub's defaults are
+// written. It gives every bus the hub's PeerShare.
 func (o *Options) fill() {
 	if o.MaxSessions <= 0 {
 		o.MaxSessions = DefaultMaxSessions
@@ -161,6 +162,15 @@ func (o *Options) fill() {
 	}
 	if o.MaxRingBytesTotal <= 0 {
 		o.MaxRingBytesTotal = DefaultMaxRingBytesTotal
+	}
+	if o.MaxConsumers <= 0 {
+		o.MaxConsumers = DefaultMaxConsumers
+	}
+	if o.IdempotencyWindow <= 0 {
+		o.IdempotencyWindow = DefaultIdempotencyWindow
+	}
+	if o.IdempotencyMaxBytes <= 0 {
+		o.IdempotencyMaxBytes = DefaultIdempotencyMaxBytes
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -118,12 +118,9 @@ type keyTable struct {
 	forgotten [share.ByPool + 1]uint64
 }
 
-// setShare sets the pool's limit (0: the default) and share, and makes
-// the pool the first time.
+// setShare sets the pool's limit (Options.IdempotencyMaxBytes, filled)
+// and share, and makes the pool the first time.
 func (t *keyTable) setShare(maxBytes int64, f float64) {
-	if maxBytes <= 0 {
-		maxBytes = DefaultIdempotencyMaxBytes
-	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.maxBytes = maxBytes
@@ -415,11 +412,9 @@ func (h *Hub) loadKeys(now time.Time) error {
 	return nil
 }
 
-// setKeyWindow sets the idempotency window; 0 means the default.
+// setKeyWindow sets the idempotency window (Options.IdempotencyWindow,
+// filled).
 func (h *Hub) setKeyWindow(d time.Duration) {
-	if d <= 0 {
-		d = DefaultIdempotencyWindow
-	}
 	h.keys.mu.Lock()
 	h.keys.window = d
 	h.keys.mu.Unlock()

@@ -134,3 +134,44 @@ func TestAStoredKeyKeepsFormat3sKeys(t *testing.T) {
 		t.Fatalf("after a restart: %+v, replayed %v, %v; want %+v again", r, replayed, err, first)
 	}
 }
+
+// TestZeroOptionsRememberKeysForTheDefaultWindow: a hub made, or set on
+// reload, with no idempotency window remembers a key for
+// DefaultIdempotencyWindow.
+func TestZeroOptionsRememberKeysForTheDefaultWindow(t *testing.T) {
+	for _, reload := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reload=%v", reload), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				opts := hub.Options{AutoCreate: true, Logger: quiet}
+				if reload {
+					opts.IdempotencyWindow = time.Hour
+				}
+				h, err := hub.New(opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer h.Close()
+				if reload {
+					h.SetOptions(hub.Options{AutoCreate: true})
+				}
+				once := func(key string) bool {
+					t.Helper()
+					_, replayed, err := h.PublishOnce(share.Unknown, bustest.SessionID("s"), key, [32]byte{}, []bus.Event{ev("a:b", 1)})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return replayed
+				}
+				once("k")
+				time.Sleep(hub.DefaultIdempotencyWindow - time.Second)
+				if !once("k") {
+					t.Fatal("the key was forgotten before the default window ended")
+				}
+				time.Sleep(time.Second)
+				if once("k") {
+					t.Fatal("the key was remembered past the default window")
+				}
+			})
+		})
+	}
+}

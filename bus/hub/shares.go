@@ -23,20 +23,16 @@ const (
 // never more than half of maxSessions, so that publishers always leave an
 // admin room to create sessions. lowered reports that the half applied.
 func AutoSessionLimit(maxSessions, maxAuto int) (limit int, lowered bool) {
-	if maxSessions <= 0 {
-		maxSessions = DefaultMaxSessions
-	}
-	if maxAuto <= 0 {
-		maxAuto = DefaultMaxAutoSessions
-	}
-	if half := maxSessions / 2; maxAuto > half {
+	o := Options{MaxSessions: maxSessions, MaxAutoSessions: maxAuto}
+	o.fill()
+	if half := o.MaxSessions / 2; o.MaxAutoSessions > half {
 		return half, true
 	}
-	return maxAuto, false
+	return o.MaxAutoSessions, false
 }
 
-// setShares applies opts's limits and share to the hub's pools. h.mu must
-// be held, or h not yet shared.
+// setShares applies opts's limits and share, filled, to the hub's pools.
+// h.mu must be held, or h not yet shared.
 func (h *Hub) setShares(opts Options) {
 	limit, _ := AutoSessionLimit(opts.MaxSessions, opts.MaxAutoSessions)
 	h.autos.SetLimit(int64(limit), opts.PeerShare)
