@@ -413,9 +413,11 @@ func limitBodyTime(w http.ResponseWriter, r *http.Request, o *Options) {
 	if setReadDeadline(w, deadline) != nil {
 		return
 	}
-	tb := new(timedBody)
+	var tb *timedBody
 	if rw := reqWriterOf(w); rw != nil {
 		tb = &rw.body
+	} else {
+		tb = new(timedBody)
 	}
 	*tb = timedBody{ReadCloser: r.Body, timeout: o.BodyTimeout, start: now, deadline: deadline}
 	r.Body = tb

@@ -40,7 +40,8 @@ func decodePublish(body []byte, ndjson bool, maxEventBytes int64, maxBatch int) 
 // ever succeeds: on any doubt, or any error to report, it returns ok false
 // and the reference decoder decides.
 func scanPublish(body []byte, ndjson bool, maxEventBytes int64, maxBatch int) (events []bus.Event, ok bool) {
-	var raws [][]byte
+	var one [1][]byte
+	raws := one[:0]
 	if ndjson {
 		for line := range bytes.Lines(body) {
 			if line = bytes.TrimSpace(line); len(line) > 0 {

@@ -2,6 +2,8 @@ package ipc
 
 import (
 	"bytes"
+	"sync"
+	"sync/atomic"
 
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/ipc/wire/grammar"
@@ -94,7 +96,7 @@ func scanEvent(raw []byte, ev *bus.Event) (ok bool) {
 			if j < 0 || bytes.IndexByte(raw[i+1:j-1], '\\') >= 0 {
 				return false
 			}
-			typ, err := bus.ParseType(string(raw[i+1 : j-1]))
+			typ, err := parseTypeBytes(raw[i+1 : j-1])
 			if err != nil {
 				return false
 			}
@@ -124,4 +126,48 @@ func scanEvent(raw []byte, ev *bus.Event) (ok bool) {
 			return false
 		}
 	}
+}
+
+// typeCache holds the event types that publishes named, parsed: a type
+// seen before costs one map lookup (which converts the bytes without
+// allocating) instead of a string and a parse. The map is never changed
+// once stored; an addition stores a copy (under typeCacheMu), up to
+// maxCachedTypes, past which a type is parsed each time.
+var (
+	typeCache   atomic.Pointer[map[string]bus.Type]
+	typeCacheMu sync.Mutex
+)
+
+const maxCachedTypes = 256
+
+// parseTypeBytes is bus.ParseType of b, through typeCache.
+func parseTypeBytes(b []byte) (bus.Type, error) {
+	m := typeCache.Load()
+	if m != nil {
+		if t, ok := (*m)[string(b)]; ok {
+			return t, nil
+		}
+	}
+	t, err := bus.ParseType(string(b))
+	if err != nil || (m != nil && len(*m) >= maxCachedTypes) {
+		return t, err
+	}
+	typeCacheMu.Lock()
+	defer typeCacheMu.Unlock()
+	cur := typeCache.Load()
+	n := 0
+	if cur != nil {
+		n = len(*cur)
+	}
+	if n < maxCachedTypes {
+		next := make(map[string]bus.Type, n+1)
+		if cur != nil {
+			for k, v := range *cur {
+				next[k] = v
+			}
+		}
+		next[t.String()] = t
+		typeCache.Store(&next)
+	}
+	return t, nil
 }

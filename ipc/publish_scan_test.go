@@ -2,6 +2,7 @@ package ipc
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -66,5 +67,39 @@ func TestScanPublishLeavesErrorsToTheReference(t *testing.T) {
 		if _, ok := scanPublish([]byte(body), false, 1<<10, DefaultMaxBatch); ok {
 			t.Errorf("scanPublish(%.60q) accepted a body the reference refuses", body)
 		}
+	}
+}
+
+// TestTypeCacheParsesOnceAndRefusesAsParseTypeDoes: a type read through
+// the cache is what bus.ParseType gives, a bad or reserved one is refused
+// every time and never cached, and the cache stops growing at its bound
+// while types past it still parse.
+func TestTypeCacheParsesOnceAndRefusesAsParseTypeDoes(t *testing.T) {
+	for _, s := range []string{"build:step", "build:step", "a:b"} {
+		got, err := parseTypeBytes([]byte(s))
+		if err != nil || got.String() != s {
+			t.Errorf("parseTypeBytes(%q) = %v, %v", s, got, err)
+		}
+	}
+	for _, s := range []string{"stream:ready", "localbus:x", "nofamily", "a:", ""} {
+		for range 2 {
+			if _, err := parseTypeBytes([]byte(s)); err == nil {
+				t.Errorf("parseTypeBytes(%q) accepted it", s)
+			}
+		}
+		if m := typeCache.Load(); m != nil {
+			if _, ok := (*m)[s]; ok {
+				t.Errorf("refused type %q is cached", s)
+			}
+		}
+	}
+	for i := range 2 * maxCachedTypes {
+		s := fmt.Sprintf("fill:t%d", i)
+		if got, err := parseTypeBytes([]byte(s)); err != nil || got.String() != s {
+			t.Fatalf("parseTypeBytes(%q) = %v, %v", s, got, err)
+		}
+	}
+	if n := len(*typeCache.Load()); n != maxCachedTypes {
+		t.Errorf("%d types cached, want the bound %d", n, maxCachedTypes)
 	}
 }

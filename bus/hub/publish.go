@@ -130,7 +130,9 @@ func (h *Hub) publishTo(s *Session, events []bus.Event, key string, keyValue fun
 	// append: the session keeps the events, the global bus goes without
 	// them (they get no global id, so no client misses them).
 	frames := st.Frames
-	gst, gerr := h.global.Stage(bus.Batch{Copies: []bus.Copies{{From: s.Bus, Frames: frames}}})
+	s.copies[0] = bus.Copies{From: s.Bus, Frames: frames}
+	gst, gerr := h.global.Stage(bus.Batch{Copies: s.copies[:]})
+	s.copies[0] = bus.Copies{}
 	first, last = st.First, st.Last
 	s.active = h.opts.Now()
 	// Kept for the next publish, but not the frames (the ring decides how

@@ -25,6 +25,7 @@ type Session struct {
 	publishMu sync.Mutex     // orders the session's events onto the global bus
 	active    time.Time      // guarded by publishMu: creation or last publish
 	frames    []*bus.Frame   // guarded by publishMu: scratch for Publish
+	copies    [1]bus.Copies  // guarded by publishMu: scratch for the global copy's batch
 	store     bus.Store      // the bus's store when journaled, else nil
 	consumers *ConsumerSet   // fixed
 	rates     rateWindow     // SampleRates's, and the rates it computed
