@@ -20,11 +20,17 @@ import (
 	"time"
 )
 
+// A build is one localbus binary, built once per test process.
+type build struct {
+	once sync.Once
+	path string
+	err  error
+	dir  string
+}
+
 var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-	buildDir  string
+	raceBuild  build // Binary's
+	plainBuild build // PlainBinary's
 )
 
 // SystemSocketVar is the linker name of the system socket's path, for a
@@ -40,36 +46,55 @@ func SystemSocket(t testing.TB) string {
 	return filepath.Join(filepath.Dir(Binary(t)), "system", "localbus.sock")
 }
 
-// Binary returns the path of a localbus binary built from this module, once
-// per test process, with its system socket in the binary's temporary
-// directory (SystemSocket). Call Cleanup from TestMain to remove it.
+// Binary returns the path of a localbus binary built from this module with
+// -race, once per test process, with its system socket in the binary's
+// temporary directory (SystemSocket). Call Cleanup from TestMain to remove
+// it.
 func Binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..")
-		buildDir, buildErr = os.MkdirTemp("", "localbus-bin-")
-		if buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(buildDir, "localbus")
-		sys := filepath.Join(buildDir, "system", "localbus.sock")
-		cmd := exec.Command("go", "build", "-race", "-ldflags", "-X "+SystemSocketVar+"="+sys, "-o", binPath, "./cmd/localbus")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return raceBuild.get(t, "-race")
 }
 
-// Cleanup removes the built binary; call it from TestMain after m.Run.
+// PlainBinary is Binary built without the race detector, whose shadow
+// memory is several times the daemon's heap: for a test that measures the
+// daemon's memory (Options.Plain). Its system socket is in its own
+// temporary directory, as Binary's.
+func PlainBinary(t testing.TB) string {
+	t.Helper()
+	return plainBuild.get(t)
+}
+
+func (b *build) get(t testing.TB, flags ...string) string {
+	t.Helper()
+	b.once.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..")
+		b.dir, b.err = os.MkdirTemp("", "localbus-bin-")
+		if b.err != nil {
+			return
+		}
+		b.path = filepath.Join(b.dir, "localbus")
+		sys := filepath.Join(b.dir, "system", "localbus.sock")
+		args := append([]string{"build"}, flags...)
+		args = append(args, "-ldflags", "-X "+SystemSocketVar+"="+sys, "-o", b.path, "./cmd/localbus")
+		cmd := exec.Command("go", args...)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+// Cleanup removes the built binaries; call it from TestMain after m.Run.
 func Cleanup() {
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
+	for _, b := range []*build{&raceBuild, &plainBuild} {
+		if b.dir != "" {
+			os.RemoveAll(b.dir)
+		}
 	}
 }
 
@@ -124,6 +149,9 @@ type Options struct {
 	// "--state-dir DIR/state", so the daemon keeps its journal there: a
 	// daemon started again on the same Dir restores it.
 	Durable bool
+	// Plain runs PlainBinary, built without the race detector, instead
+	// of Binary.
+	Plain bool
 }
 
 // scrubbed are the environment variables the daemon does not inherit from
@@ -153,6 +181,9 @@ func environ(extra []string) []string {
 func Start(t testing.TB, opts Options) *Daemon {
 	t.Helper()
 	bin := Binary(t)
+	if opts.Plain {
+		bin = PlainBinary(t)
+	}
 	dir := opts.Dir
 	if dir == "" {
 		dir = t.TempDir()

@@ -4,7 +4,8 @@
 // the test ends.
 //
 // The binary is built with -race; a daemon whose stderr reports a data race
-// fails the test that started it.
+// fails the test that started it. Options.Plain runs one built without it,
+// for a test that measures the daemon's memory.
 //
 // A daemon can also run under a wrapper that execs it, such as
 // systemd-socket-activate, with Options.Wrapper and Options.NoSocket.

@@ -157,6 +157,7 @@ func (j *Journal) trimEvicted() error {
 			return nil
 		})
 	})
+	j.releaseDBPages()
 	if err != nil {
 		return classify(err)
 	}
@@ -283,6 +284,7 @@ func (j *Journal) checkpointThrough(seq uint64) error {
 			return nil
 		})
 	})
+	j.releaseDBPages()
 	if cap(arena) <= maxPooledArena {
 		j.arena = arena[:0]
 	}
@@ -344,16 +346,25 @@ func trimBelow(b *bolt.Bucket, id uint64, arena []byte) ([]byte, error) {
 	var dels [][]byte
 	var keep []storedEvent
 	c := b.Cursor()
-	for k, v := c.First(); k != nil && keyID(k) < id; k, v = c.Next() {
+	k, v := c.First()
+	for k != nil && keyID(k) < id {
 		dels = append(dels, idKey(keyID(k)))
+		next, nv := c.Next()
+		if next != nil && keyID(next) <= id {
+			// Chunks do not overlap: this one ends below id. Its bytes
+			// are not read, which would map its pages in.
+			k, v = next, nv
+			continue
+		}
+		// The last chunk below id may hold id and what follows.
 		evs, err := parseChunk(v)
 		if err != nil {
-			continue // damaged (Open drops those first): nothing to keep
+			break // damaged (Open drops those first): nothing to keep
 		}
 		if last := keyID(k) + uint64(len(evs)) - 1; last >= id {
 			keep = evs[id-keyID(k):]
-			break
 		}
+		break
 	}
 	var err error
 	if len(keep) > 0 {
