@@ -34,8 +34,12 @@ const DefaultIdempotencyWindow = 10 * time.Minute
 const DefaultIdempotencyMaxBytes = 16 << 20
 
 // keyOverhead is what a remembered key costs besides its session id and
-// key: its entry, its place in the table and its record in the journal.
-const keyOverhead = 256
+// key, measured, in the larger of the two places it takes: its entry (with
+// the channel its repeats wait on), its place in the table and the order
+// cost about 400 bytes of heap; its record in journal.db (status, ids,
+// digest, peer, time, in a page bbolt splits half full) about 460. 256,
+// as it was, let the default 16 MiB hold twice that in both.
+const keyOverhead = 512
 
 // KeyCost returns what a key of session counts in the pool of
 // remembered keys, in bytes.
