@@ -219,6 +219,35 @@ func TestWebSocketControl(t *testing.T) {
 	check("set after null", "b:y")
 }
 
+// TestWebSocketControlFrameWithTrailingDataIsRefused sends control frames
+// that are one valid frame followed by more than white space: each is
+// refused with an error that says so, the filter stays as it was and the
+// stream stays open; white space after the frame is no trailing data.
+func TestWebSocketControlFrameWithTrailingDataIsRefused(t *testing.T) {
+	srv := newServer(t)
+	createSession(t, srv, "s")
+	c := srv.OpenWS(t, "/api/v1/sessions/s/ws?types=a:x,z:mark", nil)
+	if env := ipctest.MustReadEnvelope(t, c); env.Type != bus.TypeReady {
+		t.Fatalf("first frame %s, want stream:ready", env.Type)
+	}
+	const frame = `{"op":"set","types":["b:y","z:mark"]}`
+	for _, trailing := range []string{"}", "]", "xyz", " 1", ` {"op":"set","types":null}`, "\n}", ",", "\x00"} {
+		r := control(t, c, frame+trailing)
+		if r.Op != "error" || !strings.Contains(r.Message, "trailing data") {
+			t.Errorf("%q: reply %+v, want an error naming the trailing data", frame+trailing, r)
+		}
+		if got := probe(t, srv, c, "s", "z:mark", "a:x", "b:y"); !slices.Equal(got, []string{"a:x"}) {
+			t.Errorf("after %q the stream carried %v, want [a:x]: the filter as it was", frame+trailing, got)
+		}
+	}
+	if r := control(t, c, frame+" \r\n\t"); r.Op != "subscribed" || !slices.Equal(r.Types, []string{"b:y", "z:mark"}) {
+		t.Errorf("frame followed by white space: reply %+v, want subscribed [b:y z:mark]", r)
+	}
+	if got := probe(t, srv, c, "s", "z:mark", "a:x", "b:y"); !slices.Equal(got, []string{"b:y"}) {
+		t.Errorf("after the frame the stream carried %v, want [b:y]", got)
+	}
+}
+
 func TestWebSocketControlOnFamilyRoute(t *testing.T) {
 	srv := newServer(t)
 	createSession(t, srv, "s")
