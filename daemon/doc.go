@@ -43,6 +43,8 @@
 //     there is an error, not a hang).
 //   - config_validate.go: [Config.Validate].
 //   - paths.go: the default paths, which depend on the user and environment.
+//   - memlimit.go: the Go runtime's soft memory limit, from the rings' and
+//     the request bodies' budgets (an operator's GOMEMLIMIT wins).
 //
 // # Start
 //

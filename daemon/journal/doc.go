@@ -29,7 +29,9 @@
 // and across restarts, up to a bound, oldest first to go, and first to
 // give way on a full disk); dbcheck.go (checking a
 // database before bbolt opens it);
-// files.go (opening files safely); hooks.go (where tests step in).
+// files.go (opening files safely); dbpages_linux.go (the database's
+// pages a checkpoint read, out of the resident set); hooks.go (where tests
+// step in).
 //
 // # Layout
 //
