@@ -426,6 +426,13 @@ func TestEveryRouteEnforcesItsScope(t *testing.T) {
 			[10]int{st401, st401, stOK, st403, st403, stOK, stOK, stOK, stOK, st401}},
 		{"GET", "/api/v1/sessions/{id}/subscribers", "/api/v1/sessions/s1/subscribers", "",
 			[10]int{st401, st401, stOK, st403, st403, stOK, stOK, stOK, stOK, st401}},
+		// No consumer in this fixture: an authorized ack or delete gets 404.
+		{"GET", "/api/v1/sessions/{id}/consumers", "/api/v1/sessions/s1/consumers", "",
+			[10]int{st401, st401, stOK, st403, st403, stOK, stOK, stOK, stOK, st401}},
+		{"POST", "/api/v1/sessions/{id}/consumers/{name}/ack", "/api/v1/sessions/s1/consumers/c1/ack", `{"id":0}`,
+			[10]int{st401, st401, st404, st403, st403, st404, st404, st404, st404, st401}},
+		{"DELETE", "/api/v1/sessions/{id}/consumers/{name}", "/api/v1/sessions/s1/consumers/c1", "",
+			[10]int{st401, st401, st403, st403, st403, st404, st404, st404, st403, st401}},
 		{"GET", "/api/v1/status", "/api/v1/status", "",
 			[10]int{st401, st401, stOK, st403, st403, stOK, stOK, stOK, stOK, st401}},
 		{"GET", "/api/v1/subscribers", "/api/v1/subscribers", "",

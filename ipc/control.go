@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/ipc/wire/grammar"
 )
 
 // A controlFrame is a WebSocket control frame from a client (SPEC §5).
@@ -16,6 +17,8 @@ type controlFrame struct {
 	Types *bus.Filter
 	// Null reports that "types" was JSON null (only "set" accepts it).
 	Null bool
+	// ID is the id an ack acknowledges.
+	ID uint64
 }
 
 // Control ops.
@@ -23,15 +26,19 @@ const (
 	opSubscribe   = "subscribe"
 	opUnsubscribe = "unsubscribe"
 	opSet         = "set"
+	opAck         = "ack"   // a consumer's acknowledgement (SPEC §2.4)
+	opAcked       = "acked" // its reply, once stored
 )
 
 // parseControl decodes and validates one control frame. It accepts exactly
-// {"op": OP, "types": [...]} (and "types": null for set); anything else is
-// an error whose text is fit for the client.
+// {"op": OP, "types": [...]} (and "types": null for set), or
+// {"op": "ack", "id": N}; anything else is an error whose text is fit for
+// the client.
 func parseControl(data []byte) (controlFrame, error) {
 	var raw struct {
 		Op    string          `json:"op"`
 		Types json.RawMessage `json:"types"`
+		ID    json.RawMessage `json:"id"`
 	}
 	if err := decodeStrict(data, &raw); errors.Is(err, errTrailing) {
 		return controlFrame{}, errors.New("malformed control frame: trailing data")
@@ -41,10 +48,26 @@ func parseControl(data []byte) (controlFrame, error) {
 	cf := controlFrame{Op: raw.Op}
 	switch raw.Op {
 	case opSubscribe, opUnsubscribe, opSet:
+		if raw.ID != nil {
+			return cf, fmt.Errorf(`%s takes no "id"`, raw.Op)
+		}
+	case opAck:
+		if raw.Types != nil {
+			return cf, errors.New(`ack takes no "types"`)
+		}
+		if raw.ID == nil {
+			return cf, errors.New(`missing "id": ack needs the id of the last event handled`)
+		}
+		id, err := grammar.ParseCursor(string(bytes.TrimSpace(raw.ID)))
+		if err != nil {
+			return cf, errors.New(`"id" must be an event id: a whole number from 0 to 2^53-1`)
+		}
+		cf.ID = id
+		return cf, nil
 	case "":
-		return cf, errors.New(`missing "op": want subscribe, unsubscribe or set`)
+		return cf, errors.New(`missing "op": want subscribe, unsubscribe, set or ack`)
 	default:
-		return cf, fmt.Errorf("unknown op %q: want subscribe, unsubscribe or set", shorten(raw.Op))
+		return cf, fmt.Errorf("unknown op %q: want subscribe, unsubscribe, set or ack", shorten(raw.Op))
 	}
 	if len(raw.Types) == 0 {
 		return cf, errors.New(`missing "types"`)
@@ -112,12 +135,16 @@ func errorReply(msg string) []byte {
 	return b
 }
 
-// applyControl applies one control frame to sub and returns the reply. A
-// refused frame leaves the filter as it was.
-func applyControl(sub *bus.Subscription, data []byte) []byte {
+// applyControl applies one control frame to sub, whose consumer is cs
+// (nil for none), and returns the reply. A refused frame leaves the filter
+// and the consumer as they were.
+func applyControl(sub *bus.Subscription, cs *consumerStream, data []byte) []byte {
 	cf, err := parseControl(data)
 	if err != nil {
 		return errorReply(err.Error())
+	}
+	if cf.Op == opAck {
+		return cs.ack(cf.ID)
 	}
 	// Names are checked first (SPEC §5): an out-of-family name on a family
 	// stream is an error even where the op would change nothing, such as

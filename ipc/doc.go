@@ -15,7 +15,9 @@
 // written by pump in stream.go); publishes in publish.go (one body) and
 // publish_stream.go (NDJSON read as it arrives); sessions in sessions.go;
 // reload, caps and health in info.go; WebSocket control frames in
-// control.go; CORS in cors.go; errors in errors.go. The
+// control.go; consumers (SPEC §2.4) in consumer.go (a stream's consumer:
+// attach, its auto position, WebSocket acks) and consumer_routes.go (list,
+// ack, delete); CORS in cors.go; errors in errors.go. The
 // bodies, header names, error codes and paths are package ipc/wire's, shared
 // with the Go client (ipc/client), which imports nothing of this package.
 // The bytes on a stream's socket are written by the internal package
@@ -105,6 +107,8 @@
 //   - WriteTimeout: framewriter, on each write that has to wait for the
 //     peer. Keepalive: pump's ping after that long without a write.
 //   - MaxControlFrame: the WebSocket reader's read limit (close 1009).
+//   - max_consumers: the hub's hub.ConsumerSet, when a stream creates a
+//     consumer, 429 consumer_limit before the response begins.
 //
 // # Reload and shutdown
 //

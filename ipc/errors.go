@@ -70,6 +70,22 @@ func asError(err error) *Error {
 		return errorf(http.StatusTooManyRequests, wire.CodeSessionLimit, "the daemon's session limit is reached")
 	case errors.Is(err, bus.ErrSubscriberLimit):
 		return errorf(http.StatusTooManyRequests, wire.CodeSubscriberLimit, "the subscriber limit is reached")
+	case errors.Is(err, hub.ErrConsumerLimit):
+		return errorf(http.StatusTooManyRequests, wire.CodeConsumerLimit, "the session has as many consumers as max_consumers allows; delete one, or let one expire (consumer_ttl)")
+	case errors.Is(err, hub.ErrConsumerExists):
+		return errorf(http.StatusConflict, wire.CodeConsumerExists, "the consumer exists: it starts after its acknowledged id; since and sinceTime apply only to a new one (delete it to start again)")
+	case errors.Is(err, hub.ErrConsumerAckMode):
+		return errorf(http.StatusConflict, wire.CodeConsumerAckMode, "the consumer was created with the other ack mode; leave ack out to use its own")
+	case errors.Is(err, hub.ErrConsumerNotExplicit):
+		return errorf(http.StatusConflict, wire.CodeConsumerNotExplicit, "the consumer acknowledges automatically (ack=auto): its position follows its stream")
+	case errors.Is(err, hub.ErrEpochMismatch):
+		return errorf(http.StatusConflict, wire.CodeEpochMismatch, "the ack's epoch is not the consumer's: the session's ids started again; nothing was acknowledged, read the consumer's stream again")
+	case errors.Is(err, hub.ErrAckAboveLastID):
+		return errorf(http.StatusBadRequest, wire.CodeInvalidID, "the id is above the session's lastId")
+	case errors.Is(err, hub.ErrNoConsumer):
+		return errorf(http.StatusNotFound, wire.CodeNotFound, "no such consumer")
+	case errors.Is(err, hub.ErrConsumerName):
+		return errorf(http.StatusBadRequest, wire.CodeInvalidConsumer, "%s", err.Error())
 	case errors.Is(err, bus.ErrDiskFull):
 		return errorf(http.StatusInsufficientStorage, wire.CodeDiskFull, "the journal's disk is full; nothing was published")
 	case errors.Is(err, hub.ErrClosed), errors.Is(err, bus.ErrStoreClosed):
@@ -96,6 +112,8 @@ func shareError(r *share.Refusal, err error) *Error {
 		return errorf(http.StatusTooManyRequests, wire.CodeSessionLimit, "this peer holds its share of the sessions a publish may create (%d, peer_share); publish to sessions it has, or let some expire", r.Limit)
 	case errors.Is(err, bus.ErrSubscriberLimit):
 		return errorf(http.StatusTooManyRequests, wire.CodeSubscriberLimit, "this peer holds its share of the bus's subscribers (%d, peer_share)", r.Limit)
+	case errors.Is(err, hub.ErrConsumerLimit):
+		return errorf(http.StatusTooManyRequests, wire.CodeConsumerLimit, "this peer holds its share of the session's consumers (%d, peer_share); delete one of its consumers, or let one expire", r.Limit)
 	}
 	e := asError(errors.Unwrap(r))
 	e.Message = fmt.Sprintf("this peer holds its share (%d, peer_share): %s", r.Limit, e.Message)

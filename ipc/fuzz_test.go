@@ -155,7 +155,7 @@ func FuzzParseControl(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			reply := applyControl(sub, data)
+			reply := applyControl(sub, nil, data)
 			var r struct {
 				Op      string    `json:"op"`
 				Types   *[]string `json:"types"`

@@ -29,7 +29,10 @@ type metrics struct {
 	streamsOpened *prometheus.CounterVec
 	streamsClosed *prometheus.CounterVec
 	streamBytes   *prometheus.CounterVec
-	handler       http.Handler
+	// acks counts consumers' acknowledgements answered, on the WebSocket
+	// and by POST (no label per consumer: names are the clients').
+	acks    prometheus.Counter
+	handler http.Handler
 
 	// counters caches the children of requests and refusals, so that
 	// counting a request does not hash its labels.
@@ -63,7 +66,7 @@ func newMetrics(h *Handler, reg *prometheus.Registry) *metrics {
 		}, []string{"reason", "code"}),
 		shareRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "localbus_share_refusals_total",
-			Help: "Draws on a pool with fair shares refused, by pool (body_bytes, tickets, auto_sessions, subscribers, streams) and share (peer: the peer held its share; pool: the pool was full).",
+			Help: "Draws on a pool with fair shares refused, by pool (body_bytes, tickets, auto_sessions, subscribers, streams, consumers) and share (peer: the peer held its share; pool: the pool was full).",
 		}, []string{"pool", "share"}),
 		streamsOpened: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "localbus_streams_opened_total",
@@ -71,28 +74,32 @@ func newMetrics(h *Handler, reg *prometheus.Registry) *metrics {
 		}, []string{"transport"}),
 		streamsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "localbus_streams_closed_total",
-			Help: "Streams closed, by transport and end (shutdown, reload, session_deleted, lagged, cancelled: the client left or the write failed, ...).",
+			Help: "Streams closed, by transport and end (shutdown, reload, session_deleted, lagged, cancelled: the client left or the write failed, replaced: another stream took its consumer over, ...).",
 		}, []string{"transport", "end"}),
 		streamBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "localbus_stream_bytes_written_total",
 			Help: "Bytes written to streams, by transport: frames, control replies and their framing.",
 		}, []string{"transport"}),
+		acks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "localbus_consumer_acks_total",
+			Help: "Acknowledgements of explicit consumers answered once stored, on the WebSocket and by POST.",
+		}),
 	}
 	for _, t := range []string{transportSSE, transportWS} {
 		m.streamsOpened.WithLabelValues(t)
 		m.streamBytes.WithLabelValues(t)
-		for _, end := range []bus.EndReason{bus.EndShutdown, bus.EndReload, bus.EndSessionDeleted, bus.EndLagged, bus.EndCancelled} {
+		for _, end := range []bus.EndReason{bus.EndShutdown, bus.EndReload, bus.EndSessionDeleted, bus.EndLagged, bus.EndCancelled, bus.EndReplaced} {
 			m.streamsClosed.WithLabelValues(t, string(end))
 		}
 	}
 	// Every pool's series from the start, so a rate over them is defined
 	// before the first refusal.
-	for _, pool := range []string{PoolBodyBytes, access.PoolTickets, hub.PoolAutoSessions, bus.PoolSubscribers, PoolStreams} {
+	for _, pool := range []string{PoolBodyBytes, access.PoolTickets, hub.PoolAutoSessions, bus.PoolSubscribers, PoolStreams, hub.PoolConsumers} {
 		for _, k := range []share.Kind{share.ByShare, share.ByPool} {
 			m.shareRefusals.WithLabelValues(pool, k.String())
 		}
 	}
-	reg.MustRegister(m.publishSeconds, m.requests, m.refusals, m.shareRefusals, m.streamsOpened, m.streamsClosed, m.streamBytes, busCollector{h})
+	reg.MustRegister(m.publishSeconds, m.requests, m.refusals, m.shareRefusals, m.streamsOpened, m.streamsClosed, m.streamBytes, m.acks, busCollector{h})
 	reg.MustRegister(h.options().Metrics...)
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	return m
@@ -150,10 +157,12 @@ var (
 	descRingBytes  = prometheus.NewDesc("localbus_ring_bytes", "Encoded bytes held in replay rings.", []string{"bus"}, nil)
 	descSessions   = prometheus.NewDesc("localbus_sessions", "Sessions now.", nil, nil)
 	descForgotten  = prometheus.NewDesc("localbus_idempotency_keys_forgotten_total", "Idempotency keys forgotten before their window ended to make room, by share (peer: past the peer's share; pool: past the pool's limit).", []string{"share"}, nil)
+	descConsumers  = prometheus.NewDesc("localbus_consumers", "Consumers of every session now.", nil, nil)
+	descPending    = prometheus.NewDesc("localbus_consumer_pending_events", "Events after the acknowledged ids of every consumer, added up.", nil, nil)
 )
 
 func (c busCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPublished, descDelivered, descEvicted, descSlow, descGaps, descReplayed, descSubs, descRingEvents, descRingBytes, descSessions, descForgotten} {
+	for _, d := range []*prometheus.Desc{descPublished, descDelivered, descEvicted, descSlow, descGaps, descReplayed, descSubs, descRingEvents, descRingBytes, descSessions, descForgotten, descConsumers, descPending} {
 		ch <- d
 	}
 }
@@ -164,6 +173,9 @@ func (c busCollector) Collect(ch chan<- prometheus.Metric) {
 	byShare, byPool := c.h.options().Hub.KeysForgotten()
 	ch <- prometheus.MustNewConstMetric(descForgotten, prometheus.CounterValue, float64(byShare), share.ByShare.String())
 	ch <- prometheus.MustNewConstMetric(descForgotten, prometheus.CounterValue, float64(byPool), share.ByPool.String())
+	consumers, pending := c.h.options().Hub.ConsumerFigures()
+	ch <- prometheus.MustNewConstMetric(descConsumers, prometheus.GaugeValue, float64(consumers))
+	ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(pending))
 	for _, b := range []struct {
 		label string
 		st    *bus.Stats

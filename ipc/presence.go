@@ -90,12 +90,13 @@ func peerOf(r *http.Request, c Caller) wire.SubscriberPeer {
 	return wire.SubscriberPeer{Addr: r.RemoteAddr, Key: c.KeyName}
 }
 
-// add registers the stream that sub serves for r's caller c.
-func (p *presence) add(r *http.Request, c Caller, kind streamKind, b wire.SubscriberBus, sub *bus.Subscription) *liveStream {
+// add registers the stream that sub serves for r's caller c, through
+// consumer ("" for none).
+func (p *presence) add(r *http.Request, c Caller, kind streamKind, b wire.SubscriberBus, sub *bus.Subscription, consumer string) *liveStream {
 	n := p.seq.Add(1)
 	ls := &liveStream{
 		id: "st-" + strconv.FormatUint(n, 10), seq: n, transport: kind.transport(), since: time.Now(),
-		bus: b, sub: sub, peer: peerOf(r, c), owner: identity(r, c),
+		bus: b, sub: sub, peer: peerOf(r, c), owner: identity(r, c), consumer: consumer,
 	}
 	k := busKey(b)
 	p.mu.Lock()

@@ -18,7 +18,8 @@ func setSSEHeaders(hd http.Header) { framewriter.SetHeaders(hd) }
 
 // runSSE serves a stream as Server-Sent Events (SPEC §3.2) and calls done
 // once the stream is over. sub is nil when the subscription was refused,
-// and refusal is then the terminal frame to send.
+// and refusal is then the terminal frame to send; cs is the consumer the
+// stream reads through, nil for none.
 //
 // On an HTTP/1 connection it takes the connection over from net/http and
 // returns at once, leaving the stream to a goroutine of its own, so that
@@ -30,7 +31,7 @@ func setSSEHeaders(hd http.Header) { framewriter.SetHeaders(hd) }
 // ResponseWriter that cannot be taken over) it streams through the
 // ResponseWriter until the stream ends. Either way the same loop (pump)
 // writes the stream.
-func (h *Handler) runSSE(w http.ResponseWriter, r *http.Request, sub *bus.Subscription, refusal *bus.Frame, sl *streamLog, done func()) {
+func (h *Handler) runSSE(w http.ResponseWriter, r *http.Request, sub *bus.Subscription, cs *consumerStream, refusal *bus.Frame, sl *streamLog, done func()) {
 	o := h.options()
 	s, err := framewriter.NewSSE(w, r, sub != nil, sseRetry, o.WriteTimeout)
 	if err != nil {
@@ -44,7 +45,7 @@ func (h *Handler) runSSE(w http.ResponseWriter, r *http.Request, sub *bus.Subscr
 	}
 	if !s.Hijacked() {
 		defer done()
-		end, ok := pump(r.Context(), sub, s, nil, o, sl)
+		end, ok := pump(r.Context(), sub, s, nil, o, sl, cs)
 		s.Close(streamEnd(end, ok))
 		return
 	}
@@ -53,7 +54,7 @@ func (h *Handler) runSSE(w http.ResponseWriter, r *http.Request, sub *bus.Subscr
 		defer done()
 		// Not r.Context(): the request is over once the connection is
 		// hijacked; the watcher closes sub when the client leaves.
-		end, ok := pump(context.Background(), sub, s, nil, o, sl)
+		end, ok := pump(context.Background(), sub, s, nil, o, sl, cs)
 		s.Close(streamEnd(end, ok))
 	}()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/bus/share"
 	"github.com/localbus/localbus/ipc/access"
 	"github.com/localbus/localbus/ipc/internal/framewriter"
@@ -26,15 +27,29 @@ type streamTarget struct {
 	family string // family streams only
 }
 
-// parseStreamParams validates a stream request's resume and filter inputs
-// (SPEC §2.3) before anything is looked up, so bad input is a 400 whatever
-// the session. family is the family of a family route, the zero Family
-// otherwise.
-func (h *Handler) parseStreamParams(r *http.Request, c Caller, family bus.Family) (bus.SubscribeOptions, error) {
-	var opts bus.SubscribeOptions
+// streamParams are a stream request's inputs, parsed once.
+type streamParams struct {
+	opts bus.SubscribeOptions
+	// consumer names the consumer the stream reads through (SPEC §2.4),
+	// "" for none; ack is the ack mode it asks for, "" for the
+	// consumer's own. With a consumer, opts.Cursor and opts.Since are
+	// where a new consumer starts (?since=, ?sinceTime=; Last-Event-ID is
+	// not read), and opts.Epoch is the epoch of ?since=.
+	consumer string
+	ack      grammar.AckMode
+}
+
+// parseStreamParams validates a stream request's resume, filter and
+// consumer inputs (SPEC §2.3, §2.4) before anything is looked up, so bad
+// input is a 400 whatever the session. session reports whether the route
+// is a session's (the only ones consumers are on); family is the family
+// of a family route, the zero Family otherwise.
+func (h *Handler) parseStreamParams(r *http.Request, c Caller, session bool, family bus.Family) (streamParams, error) {
+	var p streamParams
+	opts := &p.opts
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return opts, errorf(http.StatusBadRequest, wire.CodeInvalidQuery, "malformed query string")
+		return p, errorf(http.StatusBadRequest, wire.CodeInvalidQuery, "malformed query string")
 	}
 	one := func(name string) (string, bool, error) {
 		vs, ok := q[name]
@@ -48,54 +63,81 @@ func (h *Handler) parseStreamParams(r *http.Request, c Caller, family bus.Family
 	}
 	opts.Family = family
 	if s, ok, err := one(wire.ParamSince); err != nil {
-		return opts, err
+		return p, err
 	} else if ok {
 		c, err := grammar.ParseCursor(s)
 		if err != nil {
-			return opts, errorf(http.StatusBadRequest, wire.CodeInvalidSince, "since: %s", inputReason(err))
+			return p, errorf(http.StatusBadRequest, wire.CodeInvalidSince, "since: %s", inputReason(err))
 		}
 		opts.Cursor = &c
 	}
 	if s, ok, err := one(wire.ParamSinceTime); err != nil {
-		return opts, err
+		return p, err
 	} else if ok {
 		if opts.Cursor != nil {
-			return opts, errorf(http.StatusBadRequest, wire.CodeInvalidSinceTime, "give since or sinceTime, not both")
+			return p, errorf(http.StatusBadRequest, wire.CodeInvalidSinceTime, "give since or sinceTime, not both")
 		}
 		t, err := grammar.ParseSinceTime(s, time.Now())
 		if err != nil {
-			return opts, errorf(http.StatusBadRequest, wire.CodeInvalidSinceTime, "sinceTime: %s", inputReason(err))
+			return p, errorf(http.StatusBadRequest, wire.CodeInvalidSinceTime, "sinceTime: %s", inputReason(err))
 		}
 		opts.Since = t
 	}
 	if s, ok, err := one(wire.ParamMaxQueued); err != nil {
-		return opts, err
+		return p, err
 	} else if ok {
 		n, err := grammar.ParseMaxQueued(s)
 		if err != nil {
-			return opts, err
+			return p, err
 		}
 		opts.MaxQueued = n
 	}
 	if s, ok, err := one(wire.ParamTypes); err != nil {
-		return opts, err
+		return p, err
 	} else if ok {
 		f, err := bus.ParseFilter(s)
 		if err != nil {
-			return opts, err
+			return p, err
 		}
 		if !family.IsZero() && !f.Within(family.String()) {
-			return opts, errorf(http.StatusBadRequest, wire.CodeInvalidTypes, "types: every type must be in family %s on this route", family)
+			return p, errorf(http.StatusBadRequest, wire.CodeInvalidTypes, "types: every type must be in family %s on this route", family)
 		}
 		opts.Filter = f
 	}
 	if s, ok, err := one(wire.ParamEpoch); err != nil {
-		return opts, err
+		return p, err
 	} else if ok {
 		opts.Epoch = s
 	}
 	if e := r.Header.Get(wire.HeaderEpoch); e != "" {
 		opts.Epoch = e
+	}
+	if s, ok, err := one(wire.ParamConsumer); err != nil {
+		return p, err
+	} else if ok {
+		if !session {
+			return p, errorf(http.StatusBadRequest, wire.CodeInvalidConsumer, "consumers are on session streams only, not on family or global ones")
+		}
+		if p.consumer, err = grammar.ParseConsumer(s); err != nil {
+			return p, err
+		}
+	}
+	if s, ok, err := one(wire.ParamAck); err != nil {
+		return p, err
+	} else if ok {
+		if p.consumer == "" {
+			return p, errorf(http.StatusBadRequest, wire.CodeInvalidAck, "ack applies to a stream through a consumer: give consumer too")
+		}
+		if p.ack, err = grammar.ParseAckMode(s); err != nil {
+			return p, err
+		}
+	}
+	if p.consumer != "" {
+		// The consumer's position is the one that counts: EventSource
+		// sends Last-Event-ID on every reconnection, and the epoch header
+		// goes with it.
+		opts.Epoch = q.Get(wire.ParamEpoch)
+		return p, nil
 	}
 	if vs, ok := r.Header[http.CanonicalHeaderKey(wire.HeaderLastEventID)]; ok {
 		if cur, err := grammar.ParseCursor(lastValue(vs)); err == nil {
@@ -105,7 +147,7 @@ func (h *Handler) parseStreamParams(r *http.Request, c Caller, family bus.Family
 			h.logServed(r, c, "ignoring malformed Last-Event-ID", "last_event_id", "path", r.URL.Path)
 		}
 	}
-	return opts, nil
+	return p, nil
 }
 
 func lastValue(vs []string) string {
@@ -177,7 +219,7 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 			return
 		}
 	}
-	opts, err := h.parseStreamParams(r, c, family)
+	p, err := h.parseStreamParams(r, c, session != "", family)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -192,13 +234,14 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 	}
 	o := h.options()
 	b := o.Hub.Global()
+	var sess *hub.Session
 	if session != "" {
 		s, ok := o.Hub.Session(session)
 		if !ok {
 			writeError(w, errorf(http.StatusNotFound, wire.CodeNotFound, "no such session %q", session))
 			return
 		}
-		b = s.Bus
+		b, sess = s.Bus, s
 	}
 	if r.Method == http.MethodHead {
 		// The headers of the stream, not a stream: a HEAD response has no
@@ -210,6 +253,7 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 	h.streams.Add(1)
 	var sub *bus.Subscription
 	var live *liveStream
+	var cons *consumerStream // the consumer it reads through, if any
 	sl := newStreamLog(h, r, c, kind, session, family.String())
 	// The stream's unit of every bus's streams, on its peer's account.
 	open := h.open.Account(c.Share)
@@ -226,15 +270,22 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 			h.presence.remove(live)
 			sl.ended(sub)
 		}
+		cons.end()
 		if held {
 			open.Release(1)
 		}
 		h.streams.Done()
 	}
 	if held {
-		// The subscription lives as long as the stream: done closes it.
-		opts.Peer = c.Share
-		sub, err = b.Subscribe(nil, opts)
+		if p.consumer != "" {
+			// Before the subscription, which starts where the consumer is.
+			cons, err = h.attachConsumer(sess, &p, c, sl)
+		}
+		if err == nil {
+			// The subscription lives as long as the stream: done closes it.
+			p.opts.Peer = c.Share
+			sub, err = b.Subscribe(nil, p.opts)
+		}
 	}
 	switch {
 	case errors.Is(err, bus.ErrSubscriberLimit):
@@ -270,15 +321,15 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c Caller, 
 		h.metrics.refused(reasonLimit, wire.CodeSubscriberLimit)
 		h.logRefusal(r, reqWriterOf(w), http.StatusTooManyRequests, reasonLimit, wire.CodeSubscriberLimit)
 	} else {
-		live = h.presence.add(r, c, kind, subscriberBus(session, family), sub)
+		live = h.presence.add(r, c, kind, subscriberBus(session, family), sub, cons.name())
 		sl.live = live
 		sl.opened()
 	}
 	switch kind {
 	case kindSSE:
-		h.runSSE(w, r, sub, refusal, sl, done)
+		h.runSSE(w, r, sub, cons, refusal, sl, done)
 	case kindWS:
-		h.runWS(w, r, sub, refusal, sl, done)
+		h.runWS(w, r, sub, cons, refusal, sl, done)
 	}
 }
 
@@ -329,10 +380,13 @@ func streamEnd(end bus.EndReason, ok bool) bus.EndReason {
 // takes every queued frame and writes them in one Write (serialized once
 // by the bus, shared by every subscriber, coalesced into one system call
 // by the writer), sends control replies in between, and pings a stream
-// that was quiet for a keepalive interval. It returns when the stream
-// ended (ok, with why, its terminal frame written) or the connection
-// failed or ctx ended (not ok).
-func pump(ctx context.Context, sub *bus.Subscription, w framewriter.Writer, replies <-chan []byte, o *Options, sl *streamLog) (end bus.EndReason, ok bool) {
+// that was quiet for a keepalive interval. A stream through a consumer
+// (cs, nil for none) moves its auto position after each write, stores it
+// when its timer says, and ends with stream:closed replaced once another
+// stream took the consumer over. It returns when the stream ended (ok,
+// with why, its terminal frame written) or the connection failed or ctx
+// ended (not ok).
+func pump(ctx context.Context, sub *bus.Subscription, w framewriter.Writer, replies <-chan []byte, o *Options, sl *streamLog, cs *consumerStream) (end bus.EndReason, ok bool) {
 	keepalive := newKeepalive(o.Keepalive)
 	defer keepalive.stop()
 	defer sl.wrote(w)
@@ -345,6 +399,7 @@ func pump(ctx context.Context, sub *bus.Subscription, w framewriter.Writer, repl
 		err := w.Write(wb, wb.Frames, nil, ended)
 		if err == nil {
 			sl.live.flushed(wb.Frames)
+			cs.wrote(sub)
 		}
 		framewriter.PutBuf(wb)
 		if err != nil {
@@ -359,6 +414,10 @@ func pump(ctx context.Context, sub *bus.Subscription, w framewriter.Writer, repl
 		}
 		select {
 		case <-sub.Ready():
+		case <-cs.replaced():
+			sub.EndReplaced() // the next Take returns its terminal frame
+		case <-cs.syncDue():
+			cs.sync()
 		case reply := <-replies:
 			wb := framewriter.GetBuf()
 			err := w.Write(wb, nil, reply, false)

@@ -16,6 +16,7 @@ func TestWirePathsAreTheRoutesPaths(t *testing.T) {
 		wire.PathSubscribers, wire.SessionSubscribersPath("s-1"), wire.PathStatus,
 		wire.SessionPath("s-1"), wire.SessionEventsPath("s-1"), wire.SessionWSPath("s-1"),
 		wire.FamilyEventsPath("build"), wire.FamilyWSPath("build"),
+		wire.SessionConsumersPath("s-1"), wire.ConsumerPath("s-1", "backup"), wire.ConsumerAckPath("s-1", "backup"),
 	}
 	reached := map[string]bool{}
 	for _, p := range paths {

@@ -14,14 +14,16 @@ import (
 // runWS serves a stream over WebSocket (SPEC §3.3, §5): one text frame per
 // envelope, control frames read by a second goroutine, pings every
 // keepalive. sub is nil when the subscription was refused, and refusal is
-// then the terminal frame to send before closing with 1013.
+// then the terminal frame to send before closing with 1013; cs is the
+// consumer the stream reads through, nil for none, whose acks the control
+// reader takes.
 //
 // Once the upgrade is done the stream runs in goroutines of its own and
 // runWS returns, so that net/http releases the connection's buffers and
 // goroutine; done is called when the stream is over. coder/websocket runs
 // the protocol; the writer sends the messages itself, every frame of a
 // wake-up in one writev (see framewriter.WS).
-func (h *Handler) runWS(w http.ResponseWriter, r *http.Request, sub *bus.Subscription, refusal *bus.Frame, sl *streamLog, done func()) {
+func (h *Handler) runWS(w http.ResponseWriter, r *http.Request, sub *bus.Subscription, cs *consumerStream, refusal *bus.Frame, sl *streamLog, done func()) {
 	o := h.options()
 	s, err := framewriter.AcceptWS(w, r, &websocket.AcceptOptions{
 		Subprotocols: []string{wire.Subprotocol},
@@ -39,12 +41,12 @@ func (h *Handler) runWS(w http.ResponseWriter, r *http.Request, sub *bus.Subscri
 			refuse(s, refusal)
 			return
 		}
-		serveWS(s, sub, o, sl)
+		serveWS(s, sub, cs, o, sl)
 	}()
 }
 
 // serveWS runs an accepted stream until it ends or the connection fails.
-func serveWS(s *framewriter.WS, sub *bus.Subscription, o *Options, sl *streamLog) {
+func serveWS(s *framewriter.WS, sub *bus.Subscription, cs *consumerStream, o *Options, sl *streamLog) {
 	c := s.Conn()
 	c.SetReadLimit(MaxControlFrame)
 	// Not r.Context(): the request is over once the connection is hijacked.
@@ -55,7 +57,7 @@ func serveWS(s *framewriter.WS, sub *bus.Subscription, o *Options, sl *streamLog
 	go func() {
 		defer close(readerDone)
 		defer cancel()
-		readControl(ctx, c, sub, replies)
+		readControl(ctx, c, sub, cs, replies)
 	}()
 	defer func() {
 		// The writer may stop while the reader still waits on a peer that
@@ -64,13 +66,14 @@ func serveWS(s *framewriter.WS, sub *bus.Subscription, o *Options, sl *streamLog
 		cancel()
 		<-readerDone
 	}()
-	end, ok := pump(ctx, sub, s, replies, o, sl)
+	end, ok := pump(ctx, sub, s, replies, o, sl, cs)
 	s.Close(streamEnd(end, ok))
 }
 
 // readControl reads control frames until the connection fails or closes,
-// applying each and queueing its reply for the writer.
-func readControl(ctx context.Context, c *websocket.Conn, sub *bus.Subscription, replies chan<- []byte) {
+// applying each and queueing its reply for the writer. An ack is stored
+// before the next frame is read, so acks are answered in order.
+func readControl(ctx context.Context, c *websocket.Conn, sub *bus.Subscription, cs *consumerStream, replies chan<- []byte) {
 	for {
 		typ, data, err := c.Read(ctx)
 		if err != nil {
@@ -80,7 +83,7 @@ func readControl(ctx context.Context, c *websocket.Conn, sub *bus.Subscription, 
 		if typ != websocket.MessageText {
 			reply = errorReply("binary frames are not accepted: send JSON text control frames")
 		} else {
-			reply = applyControl(sub, data)
+			reply = applyControl(sub, cs, data)
 		}
 		select {
 		case replies <- reply:

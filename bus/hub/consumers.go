@@ -90,10 +90,11 @@ type consumer struct {
 
 // A ConsumerSet is one session's consumers. It is safe for concurrent use.
 type ConsumerSet struct {
-	mu    sync.Mutex // held across the store's writes, so they land in order
-	store ConsumerStore
-	pool  *share.Pool
-	m     map[string]*consumer
+	mu     sync.Mutex // held across the store's writes, so they land in order
+	store  ConsumerStore
+	pool   *share.Pool
+	m      map[string]*consumer
+	closed bool // the session was deleted: nothing is stored any more
 }
 
 // NewConsumerSet returns the set of a session whose consumers store keeps
@@ -151,6 +152,9 @@ func (s *ConsumerSet) Attach(req AttachRequest) (*Lease, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrNotFound
+	}
 	c, ok := s.m[req.Name]
 	created := !ok
 	if ok {
@@ -214,12 +218,23 @@ func (s *ConsumerSet) Attach(req AttachRequest) (*Lease, error) {
 	return l, nil
 }
 
-// putLocked stores st, if the set has a store. s.mu must be held.
+// putLocked stores st, if the set has a store and its session was not
+// deleted. s.mu must be held.
 func (s *ConsumerSet) putLocked(st ConsumerState) error {
-	if s.store == nil {
+	if s.store == nil || s.closed {
 		return nil
 	}
 	return s.store.PutConsumer(st)
+}
+
+// close marks the set's session deleted: its journal data is going, with
+// its consumers, so the streams that end afterwards store nothing, and
+// every call but List and Len finds no consumer.
+func (s *ConsumerSet) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	clear(s.m)
 }
 
 // Ack acknowledges id for consumer name (explicit only), within epoch ("":

@@ -251,6 +251,7 @@ func (h *Hub) unlinkLocked(s *Session) chan struct{} {
 // lifts the tombstone done.
 func (h *Hub) forget(s *Session, done chan struct{}, reason string) error {
 	id := s.ID
+	s.consumers.close()
 	defer func() {
 		h.mu.Lock()
 		delete(h.deleting, id)

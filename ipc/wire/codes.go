@@ -19,6 +19,8 @@ const (
 	CodeInvalidBody       = "invalid_body"
 	CodeInvalidQuery      = "invalid_query"
 	CodeInvalidAck        = "invalid_ack"
+	CodeInvalidConsumer   = "invalid_consumer" // a consumer's name, or ?consumer= on a family or global stream
+	CodeInvalidID         = "invalid_id"       // an ack's id: not a number, or above the session's lastId
 	CodeInvalidRingSize   = "invalid_ringSize"
 	CodeInvalidClientID   = "invalid_client_id"
 	CodeInvalidIdemKey    = "invalid_idempotency_key"
@@ -57,6 +59,13 @@ const (
 	CodeIdempotencyKeyReused = "idempotency_key_reused"
 	// CodeReadOnly: a publish to a mirror of another node's session (409).
 	CodeReadOnly = "read_only"
+	// 409, consumers (SPEC §2.4): ?since= or ?sinceTime= on a consumer
+	// that exists; ?ack= naming the other mode than the consumer's; an ack
+	// of an auto consumer; an ack whose epoch is not the consumer's.
+	CodeConsumerExists      = "consumer_exists"
+	CodeConsumerAckMode     = "consumer_ack_mode"
+	CodeConsumerNotExplicit = "consumer_not_explicit"
+	CodeEpochMismatch       = "epoch_mismatch"
 
 	// 413: an event, a batch or a body over its limit.
 	CodeEventTooLarge = "event_too_large"
@@ -72,6 +81,9 @@ const (
 	CodeSubscriberLimit = "subscriber_limit"
 	// 429: as many browser tickets are outstanding as the daemon keeps.
 	CodeTicketLimit = "ticket_limit"
+	// 429: the session has max_consumers consumers, or the caller holds
+	// its share of them.
+	CodeConsumerLimit = "consumer_limit"
 	// 431: the request line and headers are too large.
 	CodeHeadersTooLarge = "headers_too_large"
 

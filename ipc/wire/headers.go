@@ -58,8 +58,12 @@ const (
 	// route: the only credential ever read from a URL (SPEC §7).
 	ParamTicket = "ticket"
 	// ParamAck chooses a streaming publish's acknowledgements: AckEnd or
-	// AckLine.
+	// AckLine. On a stream through a consumer it is the consumer's ack
+	// mode: AckAuto or AckExplicit.
 	ParamAck = "ack"
+	// ParamConsumer names the consumer a session stream reads through
+	// (SPEC §2.4): the daemon keeps its position.
+	ParamConsumer = "consumer"
 )
 
 // Values of ParamAck.
@@ -71,6 +75,13 @@ const (
 	// event as soon as it is published, then a StreamReply line (or an
 	// error line).
 	AckLine = "line"
+	// AckAuto makes a consumer's position follow what its stream wrote:
+	// the default of a new consumer.
+	AckAuto = "auto"
+	// AckExplicit moves a consumer's position only when the reader
+	// acknowledges: the WebSocket control frame {"op":"ack","id":N}, or a
+	// POST to ConsumerAckPath.
+	AckExplicit = "explicit"
 )
 
 // Subprotocol is the WebSocket subprotocol a browser offers, together with

@@ -36,6 +36,13 @@ const (
 	PatternSessionWS     = PatternSession + "/ws"
 	PatternFamilyEvents  = pathFamilies + "{family}/events"
 	PatternFamilyWS      = pathFamilies + "{family}/ws"
+	// PatternSessionConsumers lists a session's consumers (GET);
+	// PatternConsumer forgets one (DELETE); PatternConsumerAck
+	// acknowledges for one (POST AckRequest, reply AckReply). {name} is
+	// a consumer's name.
+	PatternSessionConsumers = PatternSession + "/consumers"
+	PatternConsumer         = PatternSessionConsumers + "/{name}"
+	PatternConsumerAck      = PatternConsumer + "/ack"
 )
 
 // pathFamilies begins the paths of the family streams.
@@ -51,6 +58,20 @@ func SessionEventsPath(id string) string { return SessionPath(id) + "/events" }
 
 // SessionWSPath is the path of the session id's WebSocket stream.
 func SessionWSPath(id string) string { return SessionPath(id) + "/ws" }
+
+// SessionConsumersPath is the path of the session id's consumers: GET lists
+// them.
+func SessionConsumersPath(id string) string { return SessionPath(id) + "/consumers" }
+
+// ConsumerPath is the path of the session id's consumer name: DELETE
+// forgets it.
+func ConsumerPath(id, name string) string {
+	return SessionConsumersPath(id) + "/" + url.PathEscape(name)
+}
+
+// ConsumerAckPath is the path that acknowledges events for the session
+// id's consumer name (POST AckRequest).
+func ConsumerAckPath(id, name string) string { return ConsumerPath(id, name) + "/ack" }
 
 // FamilyEventsPath is the path of the SSE stream of one family's events
 // across every session.

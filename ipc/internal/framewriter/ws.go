@@ -88,6 +88,8 @@ func closeFor(end bus.EndReason) (websocket.StatusCode, string) {
 		return websocket.StatusGoingAway, "reload"
 	case EndSubscriberLimit:
 		return websocket.StatusTryAgainLater, "subscriber limit"
+	case bus.EndReplaced:
+		return websocket.StatusNormalClosure, "replaced"
 	}
 	return websocket.StatusNormalClosure, ""
 }
