@@ -38,6 +38,19 @@
 //     fell behind; the stream reconnects at once and recovers the events
 //     from the ring.
 //
+// # Consumers
+//
+// A program that restarts (a service under systemd, a script run from a
+// timer) need not keep ids: with StreamOptions.Consumer the daemon keeps
+// the position of a named consumer of the session, across restarts of the
+// program and of the daemon. Under ack mode AckAuto the position follows
+// what the daemon wrote to the stream; under AckExplicit it moves when the
+// program calls Stream.Ack for an event it has handled, so everything after
+// the last answered ack comes again on the next stream (at least once).
+// One stream reads a consumer at a time: a second one takes it over, and
+// the first ends with an *EndedError that unwraps to ErrReplaced. See
+// ExampleStream_Ack.
+//
 // # From another module
 //
 // The module is not on a Go proxy yet: a program in another module points
@@ -52,8 +65,8 @@
 // answers on the socket or address), *APIError (the daemon refused; it
 // unwraps to ErrUnauthorized, ErrForbidden, ErrNotFound or ErrConflict),
 // *EndedError (a stream ended for good: its session was deleted or does
-// not exist). Cancelling a context is not an error to report: calls
-// return ctx.Err().
+// not exist, or another stream took its consumer over: ErrReplaced).
+// Cancelling a context is not an error to report: calls return ctx.Err().
 //
 // # Goroutines
 //

@@ -115,9 +115,12 @@ func asUnreachable(err error, addr string) error {
 }
 
 // An EndedError means the daemon ended a stream for good: its session was
-// deleted (Reason "session_deleted", after the stream:closed frame), the
-// WebSocket was closed with 1000 (Reason "closed"), or the session does not
-// exist (Reason "not_found", Err the *APIError). Reconnecting would not help.
+// deleted (Reason "session_deleted", after the stream:closed frame),
+// another stream took its consumer over or the consumer was deleted
+// (Reason "replaced", after the stream:closed frame; Err is ErrReplaced),
+// the WebSocket was closed with 1000 (Reason "closed"), or the session
+// does not exist (Reason "not_found", Err the *APIError). Reconnecting
+// would not help.
 type EndedError struct {
 	Reason  string
 	Session string // the stream's session, "" for the global or a family stream
@@ -135,6 +138,8 @@ func (e *EndedError) Error() string {
 		return fmt.Sprintf("client: %s ended: the session was deleted", what)
 	case "not_found":
 		return fmt.Sprintf("client: %s ended: no such session", what)
+	case "replaced":
+		return fmt.Sprintf("client: %s ended: another stream took its consumer over, or it was deleted", what)
 	}
 	if e.Err != nil {
 		return fmt.Sprintf("client: %s ended by the daemon: %v", what, e.Err)

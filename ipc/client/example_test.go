@@ -203,3 +203,50 @@ func Example() {
 	}
 	// Output: 1 build:step {"n":1}
 }
+
+// A service that restarts resumes where it stopped without keeping ids:
+// it follows the session through a consumer, which the daemon keeps, and
+// acknowledges each event once handled. After a restart of the service,
+// or of the daemon, its stream starts after its last acknowledgement.
+func ExampleStream_Ack() {
+	socket, stop := exampleDaemon()
+	defer stop()
+
+	c := &client.Client{Socket: socket}
+	defer c.CloseIdleConnections()
+	ctx := context.Background()
+	for n := 1; n <= 3; n++ {
+		c.Publish(ctx, "build-17", "build:step", map[string]any{"n": n})
+	}
+
+	handle := func(limit int) {
+		st, err := c.Stream(ctx, client.StreamOptions{Session: "build-17", Consumer: "deploy", Ack: client.AckExplicit})
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer st.Close()
+		for handled := 0; handled < limit; {
+			f, err := st.Next(ctx)
+			if errors.Is(err, client.ErrReplaced) {
+				log.Fatal("another instance took the consumer over")
+			}
+			if err != nil {
+				log.Fatal(err)
+			}
+			if f.Reserved() {
+				continue
+			}
+			fmt.Printf("handled %d %s\n", f.ID, f.Data)
+			if err := st.Ack(ctx, f.ID); err != nil {
+				log.Fatal(err)
+			}
+			handled++
+		}
+	}
+	handle(2) // the service stops after two events...
+	handle(1) // ...and its next run starts after the second
+	// Output:
+	// handled 1 {"n":1}
+	// handled 2 {"n":2}
+	// handled 3 {"n":3}
+}

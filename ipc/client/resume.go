@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/ipc/wire"
 )
 
 // This file is the reconnection policy of a Stream (see its doc comment):
@@ -61,6 +62,11 @@ func (s *Stream) classify(err error, first bool) error {
 	var ae *APIError
 	if errors.As(err, &ae) {
 		switch {
+		case ae.Code == wire.CodeConsumerExists && !first && (s.query.Has(wire.ParamSince) || s.query.Has(wire.ParamSinceTime)):
+			// An earlier attempt created the consumer, and its answer was
+			// lost: it starts where it is now.
+			s.consumerStarted()
+			return nil
 		case ae.Status == http.StatusNotFound && s.opts.Session != "":
 			if (s.mayRestart && !first) || s.waitsFor(err) {
 				return nil
@@ -166,7 +172,11 @@ func (s *Stream) apply(f Frame) {
 		}
 		s.failures, s.mayRestart = 0, false
 		s.mu.Lock()
-		if s.hasCursor && s.epoch != "" && rd.Epoch != s.epoch {
+		if s.opts.Consumer != "" && rd.Cursor != nil {
+			// The daemon resumes a consumer's stream after its
+			// acknowledged id, in the epoch the consumer had.
+			s.cursor, s.hasCursor = *rd.Cursor, true
+		} else if s.hasCursor && s.epoch != "" && rd.Epoch != s.epoch {
 			// A new id sequence: nothing of it was received yet. The
 			// daemon reports the epoch_reset gap and replays it all; were
 			// the connection lost first, the next one asks for it all.
@@ -190,8 +200,12 @@ func (s *Stream) apply(f Frame) {
 		s.drop()
 		var cd bus.ClosedData
 		f.DecodeData(&cd)
-		if cd.Reason == string(bus.EndSessionDeleted) {
+		switch cd.Reason {
+		case string(bus.EndSessionDeleted):
 			s.err = &EndedError{Reason: cd.Reason, Session: s.opts.Session}
+			return
+		case string(bus.EndReplaced):
+			s.err = &EndedError{Reason: cd.Reason, Session: s.opts.Session, Err: ErrReplaced}
 			return
 		}
 		s.mayRestart = cd.Reason == string(bus.EndShutdown)

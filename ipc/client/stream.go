@@ -39,6 +39,9 @@ type StreamOptions struct {
 	Types []string
 	// Since is the resume point: the id of the last event already received.
 	// nil starts live, after the bus's last id; 0 replays the whole ring.
+	// With Consumer it places a new consumer only (nil: at 0, the whole
+	// ring); on an existing one the daemon refuses it (409
+	// consumer_exists).
 	Since *uint64
 	// SinceTime, when not zero and Since is nil, starts the stream at the
 	// first event the daemon still holds that was published at or after
@@ -63,6 +66,20 @@ type StreamOptions struct {
 	// MaxBackoff caps the wait between failed reconnection attempts;
 	// default 30 s.
 	MaxBackoff time.Duration
+	// Consumer follows Session through the consumer of that name (SPEC
+	// §2.4): the daemon keeps the position, so a program that restarts
+	// resumes where the consumer is, without keeping ids. The first
+	// stream creates it (at Since or SinceTime, else at the start of the
+	// ring); every connection starts after its acknowledged id, and a
+	// stream that takes it over ends this one with an *EndedError that
+	// unwraps to ErrReplaced. A family or global stream has none.
+	Consumer string
+	// Ack is the ack mode of a new consumer: AckAuto (the position
+	// follows what the daemon wrote to the stream) or AckExplicit (it
+	// moves when Stream.Ack says so). "" uses the consumer's own, auto
+	// for a new one; the other mode than the consumer's is refused (409
+	// consumer_ack_mode).
+	Ack AckMode
 	// OnRetry, when set, is called before the stream waits to reconnect
 	// after a connection attempt failed or a connection was lost without a
 	// terminal frame, with the cause and the wait. Terminal frames, which
@@ -95,8 +112,9 @@ const (
 // way. The count restarts at every stream:ready.
 //
 // A stream ends for good, with an *EndedError, when its session is deleted
-// (after the stream:closed frame, which Next returns first), when the
-// WebSocket is closed with 1000, or when the session does not exist, unless
+// or another stream took its consumer over (after the stream:closed frame,
+// which Next returns first), when the WebSocket is closed with 1000, or
+// when the session does not exist, unless
 // the daemon went away before (a restarted daemon that keeps no state has
 // not recreated the session yet, and the stream waits for it) or
 // StreamOptions.WaitForSession is set. 401, 403
@@ -168,9 +186,31 @@ func (c *Client) Stream(ctx context.Context, opts StreamOptions) (*Stream, error
 	if opts.MaxQueued != 0 {
 		s.query.Set(wire.ParamMaxQueued, strconv.Itoa(opts.MaxQueued))
 	}
-	if opts.Since != nil {
+	if opts.Consumer != "" {
+		if opts.Session == "" {
+			return nil, errors.New("client: a consumer follows a session: set Session")
+		}
+		s.query.Set(wire.ParamConsumer, opts.Consumer)
+		if opts.Ack != "" {
+			s.query.Set(wire.ParamAck, string(opts.Ack))
+		}
+	} else if opts.Ack != "" {
+		return nil, errors.New("client: Ack is a consumer's ack mode: set Consumer")
+	}
+	switch {
+	case opts.Consumer != "" && opts.Since != nil:
+		// Where a new consumer starts: in the query, since the daemon
+		// reads no Last-Event-ID on a consumer's stream, and only until a
+		// connection is made (see connect).
+		s.query.Set(wire.ParamSince, strconv.FormatUint(*opts.Since, 10))
+		if opts.Epoch != "" {
+			s.query.Set(wire.ParamEpoch, opts.Epoch)
+		}
+	case opts.Consumer != "" && !opts.SinceTime.IsZero():
+		s.query.Set(wire.ParamSinceTime, opts.SinceTime.UTC().Format(time.RFC3339Nano))
+	case opts.Since != nil:
 		s.cursor, s.hasCursor, s.epoch = *opts.Since, true, opts.Epoch
-	} else if !opts.SinceTime.IsZero() {
+	case !opts.SinceTime.IsZero():
 		// Sent on every connection; the daemon lets the Last-Event-ID of a
 		// reconnection win over it.
 		s.query.Set(wire.ParamSinceTime, opts.SinceTime.UTC().Format(time.RFC3339Nano))
@@ -323,6 +363,7 @@ func (s *Stream) connect(ctx context.Context) error {
 	}
 	s.readers.Add(1)
 	s.mu.Unlock()
+	s.consumerStarted()
 	go func() {
 		defer s.readers.Done()
 		defer close(sc.done)
@@ -333,12 +374,13 @@ func (s *Stream) connect(ctx context.Context) error {
 }
 
 // resumeHeader returns the request headers of a connection: credentials
-// and the resume point.
+// and the resume point, but on a consumer's stream, which the daemon
+// resumes where the consumer is.
 func (s *Stream) resumeHeader() http.Header {
 	h := s.c.header()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.hasCursor {
+	if s.hasCursor && s.opts.Consumer == "" {
 		h.Set(wire.HeaderLastEventID, strconv.FormatUint(s.cursor, 10))
 		if s.epoch != "" {
 			h.Set(wire.HeaderEpoch, s.epoch)
