@@ -1,8 +1,6 @@
 package ipc
 
 import (
-	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/localbus/localbus/bus"
@@ -32,6 +30,9 @@ type consumerStream struct {
 	// after the writer moved it; armed while it runs.
 	timer *time.Timer
 	armed bool
+	// acks stores the acks of an explicit consumer's WebSocket stream;
+	// nil on any other.
+	acks *acker
 }
 
 // attachConsumer attaches the stream that p asks for to its consumer on
@@ -57,9 +58,12 @@ func (h *Handler) attachConsumer(s *hub.Session, p *streamParams, c Caller, sl *
 	p.opts.Cursor, p.opts.Epoch, p.opts.Since, p.opts.CursorIgnored = &acked, st.Epoch, time.Time{}, false
 	p.opts.Consumer = &bus.ReadyConsumer{Name: st.Name, AckedID: acked, Ack: string(st.Ack), Created: l.Created()}
 	cs := &consumerStream{h: h, sess: s, lease: l, log: sl}
-	if st.Ack == hub.AckAuto {
+	switch {
+	case st.Ack == hub.AckAuto:
 		cs.timer = time.NewTimer(hub.SyncEvery)
 		cs.timer.Stop()
+	case sl.transport == transportWS:
+		cs.acks = newAcker(cs)
 	}
 	return cs, nil
 }
@@ -122,38 +126,4 @@ func (cs *consumerStream) end() {
 	if err := cs.lease.End(time.Now()); err != nil {
 		cs.log.log.Error("storing a consumer at the end of its stream", append(cs.log.attrs, "consumer", cs.name(), "err", err)...)
 	}
-}
-
-// ackedReply is the answer to an ack control frame, once stored: the
-// consumer's acknowledged id, which an ack below it does not lower.
-type ackedReply struct {
-	Op string `json:"op"`
-	ID uint64 `json:"id"`
-}
-
-// ack acknowledges id on the WebSocket ({"op":"ack","id":N}, SPEC §5)
-// and returns the reply: {"op":"acked","id":N} once it is stored, or an
-// error reply. The ack belongs to the stream's epoch.
-func (cs *consumerStream) ack(id uint64) []byte {
-	if cs == nil {
-		return errorReply("ack applies to a stream through a consumer with ack=explicit (?consumer=NAME&ack=explicit)")
-	}
-	acked, err := cs.sess.Consumers().Ack(cs.name(), id, cs.lease.Epoch(), cs.sess.Bus.LastID(), time.Now())
-	if err != nil {
-		switch {
-		case errors.Is(err, hub.ErrConsumerNotExplicit):
-			return errorReply("the consumer acknowledges automatically (ack=auto): nothing to acknowledge")
-		case errors.Is(err, hub.ErrAckAboveLastID):
-			return errorReply("the id is above the session's lastId")
-		case errors.Is(err, hub.ErrNoConsumer):
-			return errorReply("the consumer was deleted")
-		case errors.Is(err, hub.ErrEpochMismatch):
-			return errorReply("the session's ids started again since this stream began: nothing was acknowledged")
-		}
-		cs.log.log.Error("storing a consumer's ack", append(cs.log.attrs, "consumer", cs.name(), "err", err)...)
-		return errorReply(asError(consumerStoreError(err)).Message)
-	}
-	cs.h.metrics.acks.Inc()
-	b, _ := json.Marshal(ackedReply{Op: opAcked, ID: acked})
-	return b
 }

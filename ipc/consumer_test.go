@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -403,9 +404,10 @@ func TestSubscribersNameTheirConsumer(t *testing.T) {
 // counts the consumers' stores: a hub.Journal with consumers, for tests
 // of how often a stream stores its consumer.
 type memJournal struct {
-	mu   sync.Mutex
-	puts int
-	last map[string]hub.ConsumerState
+	mu    sync.Mutex
+	puts  int
+	last  map[string]hub.ConsumerState
+	delay time.Duration // each store takes this long, like a synced write
 }
 
 func (j *memJournal) Sessions() []string { return nil }
@@ -421,6 +423,7 @@ func (j *memJournal) SessionConsumers(string) ([]hub.ConsumerState, hub.Consumer
 }
 
 func (j *memJournal) PutConsumer(c hub.ConsumerState) error {
+	time.Sleep(j.delay) // a stand-in for the disk, not synchronisation
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.puts++
@@ -632,5 +635,74 @@ func TestDeletingTheSessionDeletesItsConsumers(t *testing.T) {
 	srv.Do(t, http.MethodGet, wire.SessionConsumersPath("s"), nil, nil).DecodeJSON(t, &list)
 	if len(list) != 0 {
 		t.Errorf("the session made again has consumers %+v", list)
+	}
+}
+
+// TestAClientThatAcksEveryEventInOneLoopIsNeverStuck: a client that reads
+// and acknowledges in one loop, an ack per event without waiting for the
+// answers, stops reading whenever its socket cannot take another ack;
+// stores slower than the events pile acks up. The stream still delivers
+// every event and answers up to the last ack (acks that arrive during a
+// store share the next one).
+func TestAClientThatAcksEveryEventInOneLoopIsNeverStuck(t *testing.T) {
+	j := &memJournal{last: map[string]hub.ConsumerState{}, delay: 5 * time.Millisecond}
+	srv := ipctest.New(t, ipctest.Options{Hub: hub.Options{AutoCreate: true, Journal: j}})
+	srv.Publish(t, "s", ev("a:x", "0"))
+	c := srv.OpenWS(t, consumerPath("s", "svc", true, wire.ParamAck, "explicit"), nil)
+	const batches, per = 100, 50
+	published := make(chan error, 1)
+	go func() {
+		events := make([]ipctest.Event, per)
+		for i := range events {
+			events[i] = ev("a:x", strconv.Itoa(i))
+		}
+		for range batches {
+			if _, err := srv.TryPublish(context.Background(), "s", nil, events...); err != nil {
+				published <- err
+				return
+			}
+		}
+		published <- nil
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const last = 1 + batches*per
+	var answered, seen uint64
+	for answered < last {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("read: %v; %d events seen, acks answered up to %d", err, seen, answered)
+		}
+		if strings.HasPrefix(string(b), `{"op":`) {
+			var r struct {
+				Op string
+				ID uint64
+			}
+			if json.Unmarshal(b, &r) != nil || r.Op != "acked" || r.ID < answered {
+				t.Fatalf("reply %s after acked %d", b, answered)
+			}
+			answered = r.ID
+			continue
+		}
+		var env bus.Envelope
+		if err := json.Unmarshal(b, &env); err != nil {
+			t.Fatal(err)
+		}
+		if env.ID == 0 {
+			continue
+		}
+		if env.ID != seen+1 {
+			t.Fatalf("event %d after %d", env.ID, seen)
+		}
+		seen = env.ID
+		if err := c.Write(ctx, websocket.MessageText, []byte(`{"op":"ack","id":`+strconv.FormatUint(env.ID, 10)+`}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-published; err != nil {
+		t.Fatal(err)
+	}
+	if puts, st := j.stored("svc"); st.AckedID != last || puts >= last {
+		t.Errorf("stored %d in %d stores; want %d, in fewer stores than acks", st.AckedID, puts, last)
 	}
 }

@@ -136,8 +136,9 @@ func errorReply(msg string) []byte {
 }
 
 // applyControl applies one control frame to sub, whose consumer is cs
-// (nil for none), and returns the reply. A refused frame leaves the filter
-// and the consumer as they were.
+// (nil for none), and returns the reply: nil for an ack taken, which the
+// consumer's acker answers once it is stored. A refused frame leaves the
+// filter and the consumer as they were.
 func applyControl(sub *bus.Subscription, cs *consumerStream, data []byte) []byte {
 	cf, err := parseControl(data)
 	if err != nil {

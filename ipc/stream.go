@@ -418,6 +418,15 @@ func pump(ctx context.Context, sub *bus.Subscription, w framewriter.Writer, repl
 			sub.EndReplaced() // the next Take returns its terminal frame
 		case <-cs.syncDue():
 			cs.sync()
+		case <-cs.acked():
+			if reply := cs.acks.take(); reply != nil {
+				wb := framewriter.GetBuf()
+				err := w.Write(wb, nil, reply, false)
+				framewriter.PutBuf(wb)
+				if err != nil {
+					return bus.EndNone, false
+				}
+			}
 		case reply := <-replies:
 			wb := framewriter.GetBuf()
 			err := w.Write(wb, nil, reply, false)

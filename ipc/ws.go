@@ -53,6 +53,17 @@ func serveWS(s *framewriter.WS, sub *bus.Subscription, cs *consumerStream, o *Op
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	replies := make(chan []byte, 4)
+	if cs != nil && cs.acks != nil {
+		ackerDone := make(chan struct{})
+		go func() {
+			defer close(ackerDone)
+			cs.acks.run(ctx.Done())
+		}()
+		defer func() {
+			cancel()
+			<-ackerDone
+		}()
+	}
 	readerDone := make(chan struct{})
 	go func() {
 		defer close(readerDone)
@@ -84,6 +95,9 @@ func readControl(ctx context.Context, c *websocket.Conn, sub *bus.Subscription, 
 			reply = errorReply("binary frames are not accepted: send JSON text control frames")
 		} else {
 			reply = applyControl(sub, cs, data)
+		}
+		if reply == nil {
+			continue // an ack: the acker answers once it is stored
 		}
 		select {
 		case replies <- reply:
