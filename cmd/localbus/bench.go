@@ -30,18 +30,23 @@ every event once, in order:
   idle     C idle streams; the daemon's resident memory per stream
   replay   a new subscriber resuming from 0 on a full ring
   publish  single-event publish requests per second, one subscriber
+  ack      one client: publish an event, read it through an explicit
+           consumer on the WebSocket, acknowledge it; an ack's round trip
+           against the publish's
 
 --baseline runs fanout or latency through a bare server too (a process of the
 bench's own, whose CPU time is measured as the daemon's), and prints the
 daemon's figures as ratios to it. --jetstream URL runs publish against NATS
-JetStream too (no subscriber on either), with ratios. The bench uses a session of its
+JetStream too (no subscriber on either), with ratios. --consumers puts every fanout
+subscriber on an auto consumer of its own and compares it with plain streams of
+the same daemon, in alternating rounds. The bench uses a session of its
 own, created and deleted for the run. Exits 1 when a check fails.`,
 		OnUsageError: onUsageError,
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "scenario", Value: bench.ScenarioFanout, Usage: "fanout, latency, idle, replay or publish"},
-			&cli.StringFlag{Name: "transport", Value: bench.TransportSSE, Usage: "sse or ws"},
+			&cli.StringFlag{Name: "scenario", Value: bench.ScenarioFanout, Usage: "fanout, latency, idle, replay, publish or ack"},
+			&cli.StringFlag{Name: "transport", Usage: "sse or ws", DefaultText: "sse; ws for ack"},
 			&cli.IntFlag{Name: "subscribers", Aliases: []string{"S", "C"}, Usage: "subscribers (fanout, latency) or idle streams (idle)", DefaultText: "64; 2000 for idle"},
-			&cli.IntFlag{Name: "events", Aliases: []string{"E"}, Usage: "events to publish (fanout, publish)", DefaultText: "20000; 10000 for publish"},
+			&cli.IntFlag{Name: "events", Aliases: []string{"E"}, Usage: "events to publish (fanout, publish, ack)", DefaultText: "20000; 10000 for publish, 2000 for ack"},
 			&cli.IntFlag{Name: "size", Aliases: []string{"P"}, Value: 256, Usage: "bytes of each event's data"},
 			&cli.IntFlag{Name: "batch", Value: 1000, Usage: "events per publish request (fanout, replay)"},
 			&cli.IntFlag{Name: "window", Usage: "fanout: most events published ahead of the slowest subscriber; -1: no flow control", DefaultText: "two batches, within the queue limits"},
@@ -53,6 +58,7 @@ own, created and deleted for the run. Exits 1 when a check fails.`,
 			&cli.IntFlag{Name: "rounds", Value: 1, Usage: "run the scenario this many times, alternating daemon and baseline, and report each one's best round"},
 			&cli.BoolFlag{Name: "baseline", Usage: "also run through a bare server's Unix socket writes and print ratios (fanout, latency)"},
 			&cli.BoolFlag{Name: "baseline-only", Usage: "run the baseline alone, without a daemon"},
+			&cli.BoolFlag{Name: "consumers", Usage: "fanout: every subscriber reads through an auto consumer of its own, compared with plain streams of the same daemon"},
 			&cli.StringFlag{Name: "jetstream", Usage: "publish: also run against NATS JetStream at `URL` (nats://127.0.0.1:4222), a synchronous publish per request to a file-storage stream, no subscriber on either, and print ratios"},
 			&cli.IntFlag{Name: "jetstream-pid", Usage: "nats-server's process id, for its CPU figures with --jetstream"},
 			&cli.StringFlag{Name: "session", Usage: "the session `ID` to use (default: a new bench-… session, deleted after)"},
@@ -79,6 +85,7 @@ func runBench(c *cli.Context) error {
 		Batch: c.Int("batch"), Window: c.Int("window"), MaxQueued: c.Int("max-queued"),
 		Rate: c.Int("rate"), Duration: c.Duration("duration"), Repeat: c.Int("repeat"),
 		Publishers: c.Int("publishers"), Rounds: c.Int("rounds"), Baseline: c.Bool("baseline"), BaselineOnly: c.Bool("baseline-only"),
+		Consumers: c.Bool("consumers"),
 		JetStream: c.String("jetstream"), JetStreamPID: c.Int("jetstream-pid"),
 		Session: c.String("session"), KeepSession: c.Bool("keep-session"), PID: c.Int("pid"),
 		Settle: c.Duration("settle"), Timeout: c.Duration("timeout"),

@@ -121,6 +121,8 @@ func TestBenchUsageAndReachErrors(t *testing.T) {
 		{"unknown scenario", []string{"bench", "--socket", none, "--scenario", "nope"}, exitUsage, "unknown scenario"},
 		{"unknown transport", []string{"bench", "--socket", none, "--transport", "smoke"}, exitUsage, "unknown transport"},
 		{"baseline of idle", []string{"bench", "--socket", none, "--scenario", "idle", "--baseline"}, exitUsage, "--baseline applies to fanout and latency"},
+		{"consumers of publish", []string{"bench", "--socket", none, "--scenario", "publish", "--consumers"}, exitUsage, "--consumers applies to the fanout scenario"},
+		{"ack over sse", []string{"bench", "--socket", none, "--scenario", "ack", "--transport", "sse"}, exitUsage, "acknowledges on the WebSocket"},
 		{"an argument", []string{"bench", "--socket", none, "extra"}, exitUsage, "too many arguments"},
 		{"no daemon", []string{"bench", "--socket", none}, exitUnreachable, "cannot reach the daemon"},
 	} {

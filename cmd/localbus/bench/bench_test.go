@@ -177,6 +177,7 @@ func TestWSStreamParsesFramesAndAnswersPings(t *testing.T) {
 	body = append(body, wsFrame(9, "p1")...)
 	body = append(body, wsFrame(1, `{"id":1,"v":1,"type":"a:b","data":{"pad":"`+strings.Repeat("x", 300)+`"}}`)...)
 	body = append(body, wsFrame(1, `{"op":"subscribed","types":null}`)...)
+	body = append(body, wsFrame(1, `{"op":"acked","id":7}`)...)
 	body = append(body, wsFrame(8, "\x03\xe9shutdown")...)
 	got, err, back := pipeStream(t, func(c net.Conn) stream {
 		return &wsStream{readBuf: &readBuf{conn: c, buf: make([]byte, 64)}}
@@ -185,7 +186,8 @@ func TestWSStreamParsesFramesAndAnswersPings(t *testing.T) {
 	if !errors.As(err, &ce) || ce.code != 1001 || ce.reason != "shutdown" {
 		t.Errorf("run = %v, want a close 1001 shutdown", err)
 	}
-	if diff := cmp.Diff([]string{`kind 1 id 0 data {"lastId":0}`, "kind 0 id 1"}, got); diff != "" {
+	want := []string{`kind 1 id 0 data {"lastId":0}`, "kind 0 id 1", "kind 9 id 0 data subscribed", "kind 9 id 7 data acked"}
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("frames (-want +got):\n%s", diff)
 	}
 	// The pong: final, opcode 10, masked, the ping's payload.
@@ -296,6 +298,25 @@ func TestScenariosOnSmallNumbers(t *testing.T) {
 				t.Errorf("publish: %v requests/s, %d timed, %d received; want 100 and 100", res.RequestsPerSec, res.Requests.Count, res.Check.Received)
 			}
 		}},
+		{"ack", Config{Scenario: ScenarioAck, Events: 50}, func(t *testing.T, r *Report) {
+			res := r.Daemon
+			if res.Acks == nil || res.Acks.Count != 50 || res.Requests.Count != 50 || res.Check.Received != 50 || r.Transport != TransportWS {
+				t.Errorf("ack: %+v acks, %+v requests, %d received over %s; want 50 of each over ws", res.Acks, res.Requests, res.Check.Received, r.Transport)
+			}
+			if r.Ratios["ackP50PerPublishP50"] <= 0 {
+				t.Errorf("ratios = %v, want ackP50PerPublishP50", r.Ratios)
+			}
+		}},
+		{"fanout through consumers", Config{Scenario: ScenarioFanout, Subscribers: 3, Events: 300, Batch: 50, Consumers: true, Rounds: 2}, func(t *testing.T, r *Report) {
+			if !r.Consumers || r.Daemon.Target != "consumers" || r.Baseline.Target != "plain" || r.Ratios["deliveriesPerSec"] <= 0 {
+				t.Errorf("consumers %v, columns %s and %s, ratios %v", r.Consumers, r.Daemon.Target, r.Baseline.Target, r.Ratios)
+			}
+			for _, res := range append(r.DaemonRounds, r.BaselineRounds...) {
+				if res.Check.Received != 900 {
+					t.Errorf("%s: %d received, want 900", res.Target, res.Check.Received)
+				}
+			}
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -308,7 +329,7 @@ func TestScenariosOnSmallNumbers(t *testing.T) {
 			}
 			tc.check(t, rep)
 			var b strings.Builder
-			if err := rep.WriteTable(&b); err != nil || !strings.Contains(b.String(), "check daemon: ok") {
+			if err := rep.WriteTable(&b); err != nil || !strings.Contains(b.String(), "check "+rep.Daemon.Target+": ok") {
 				t.Errorf("table (%v):\n%s", err, b.String())
 			}
 		})

@@ -17,6 +17,7 @@ const (
 	ScenarioIdle    = "idle"
 	ScenarioReplay  = "replay"
 	ScenarioPublish = "publish"
+	ScenarioAck     = "ack"
 )
 
 // DefaultLatencyPublishers is the size of latency's pool of publishing
@@ -28,7 +29,7 @@ const (
 const DefaultLatencyPublishers = 32
 
 // Scenarios lists every scenario, in the order the docs describe them.
-var Scenarios = []string{ScenarioFanout, ScenarioLatency, ScenarioIdle, ScenarioReplay, ScenarioPublish}
+var Scenarios = []string{ScenarioFanout, ScenarioLatency, ScenarioIdle, ScenarioReplay, ScenarioPublish, ScenarioAck}
 
 // Config is one run of the bench. Zero values mean the defaults, which
 // depend on the scenario and are given with each field.
@@ -45,8 +46,8 @@ type Config struct {
 	// Subscribers is S for fanout and latency (default 64) and C for idle
 	// (default 2000). Replay and publish use one subscriber at a time.
 	Subscribers int
-	// Events is E: fanout 20000, publish 10000. Replay publishes a ring's
-	// worth, latency Rate × Duration.
+	// Events is E: fanout 20000, publish 10000, ack 2000. Replay
+	// publishes a ring's worth, latency Rate × Duration.
 	Events int
 	// Size is P, the size in bytes of each event's data; default 256.
 	Size int
@@ -88,6 +89,11 @@ type Config struct {
 	Baseline bool
 	// BaselineOnly runs the baseline alone, without a daemon.
 	BaselineOnly bool
+	// Consumers makes every fanout subscriber read through an auto
+	// consumer of its own (?consumer=bench-N, SPEC §2.4), and compares
+	// that, in alternating rounds, with the same daemon's plain streams:
+	// the report's two columns are "consumers" and "plain".
+	Consumers bool
 	// JetStream, a NATS URL (nats://127.0.0.1:4222), also runs the publish
 	// scenario against NATS JetStream there, in alternating rounds, and
 	// reports the daemon's figures as ratios to it: each publisher is a
@@ -140,6 +146,9 @@ func (c Config) fill() (Config, error) {
 	}
 	if c.Transport == "" {
 		c.Transport = TransportSSE
+		if c.Scenario == ScenarioAck {
+			c.Transport = TransportWS
+		}
 	}
 	switch c.Transport {
 	case TransportSSE, TransportWS:
@@ -216,8 +225,14 @@ func (c Config) fill() (Config, error) {
 		}
 		def(&c.Events, 10000)
 		def(&c.Publishers, 1)
+	case ScenarioAck:
+		c.Subscribers, c.Publishers = 1, 1
+		def(&c.Events, 2000)
+		if c.Transport != TransportWS {
+			return c, errors.New("bench: the ack scenario acknowledges on the WebSocket: --transport ws")
+		}
 	default:
-		return c, fmt.Errorf("bench: unknown scenario %q: want one of fanout, latency, idle, replay, publish", c.Scenario)
+		return c, fmt.Errorf("bench: unknown scenario %q: want one of fanout, latency, idle, replay, publish, ack", c.Scenario)
 	}
 	if c.BaselineOnly {
 		c.Baseline = true
@@ -227,6 +242,9 @@ func (c Config) fill() (Config, error) {
 	}
 	if c.JetStream != "" && (c.Scenario != ScenarioPublish || c.Baseline) {
 		return c, fmt.Errorf("bench: --jetstream applies to the publish scenario alone, without --baseline")
+	}
+	if c.Consumers && (c.Scenario != ScenarioFanout || c.Baseline) {
+		return c, fmt.Errorf("bench: --consumers applies to the fanout scenario alone, without --baseline")
 	}
 	if c.Size < 16 {
 		return c, fmt.Errorf("bench: size must be at least 16 bytes, got %d", c.Size)

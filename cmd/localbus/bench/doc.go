@@ -25,6 +25,16 @@
 //   - replay: a new subscriber resuming from 0 on a full ring; the time until
 //     stream:replayed.
 //   - publish: single-event publish requests per second with one subscriber.
+//   - ack: one client publishes an event, reads it on a WebSocket through
+//     an explicit consumer and acknowledges it ({"op":"ack"}), one event
+//     after another; an ack's round trip against the publish's, at the
+//     median (consumer.go).
+//
+// # Consumers
+//
+// With Config.Consumers, every fanout subscriber reads through an auto
+// consumer of its own, and the same daemon's plain streams are what it is
+// compared with, in alternating rounds, instead of a baseline.
 //
 // # Baseline
 //

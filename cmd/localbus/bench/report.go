@@ -34,6 +34,10 @@ type Report struct {
 	// Baseline's.
 	JetStream        string `json:"jetstream,omitempty"`
 	JetStreamVersion string `json:"jetstreamVersion,omitempty"`
+	// Consumers reports a fanout with --consumers: Daemon's subscribers
+	// read through consumers, Baseline's are the same daemon's plain
+	// streams.
+	Consumers bool `json:"consumers,omitempty"`
 	// Daemon and Baseline are the results; either may be absent.
 	// With several rounds they are each target's best round, and
 	// DaemonRounds and BaselineRounds hold every round.
@@ -45,7 +49,9 @@ type Report struct {
 	// deliveriesPerSec (fanout; higher is better), latencyP50 and latencyP99
 	// (latency; lower is better), requestsPerSec (publish; higher is
 	// better), serverNsPerDelivery (the server's processor time per
-	// delivery, or per request in publish; lower is better).
+	// delivery, or per request in publish; lower is better); and, in the
+	// ack scenario, the daemon's ackP50PerPublishP50: an ack's round trip
+	// over a single-event publish's, at the median.
 	Ratios map[string]float64 `json:"ratios,omitempty"`
 }
 
@@ -147,6 +153,8 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		rep.Params.Repeat, rep.Params.Batch = c.Repeat, c.Batch
 	case ScenarioPublish:
 		rep.Params.Events, rep.Params.Publishers = c.Events, c.Publishers
+	case ScenarioAck:
+		rep.Params.Events = c.Events
 	}
 	var d *daemon
 	if !c.BaselineOnly {
@@ -161,9 +169,17 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			ccancel()
 		}()
 	}
-	// b is what the daemon is compared with: the bare server or JetStream.
-	var b target
+	// dt is the daemon as the scenario runs on it, and b what it is
+	// compared with: the bare server, JetStream, or (--consumers) the
+	// same daemon's plain streams.
+	var dt, b target
+	if d != nil {
+		dt = d
+	}
 	switch {
+	case c.Consumers:
+		dt, b = viaConsumers{d}, plainDaemon{d}
+		rep.Consumers = true
 	case c.Baseline:
 		bl, err := newBaseline(ctx)
 		if err != nil {
@@ -184,8 +200,8 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		if c.Rounds > 1 {
 			logf("round %d of %d", i+1, c.Rounds)
 		}
-		if d != nil {
-			res, err := run(ctx, &env{c: c, t: d, logf: logf})
+		if dt != nil {
+			res, err := run(ctx, &env{c: c, t: dt, logf: logf})
 			if err != nil {
 				return nil, err
 			}
@@ -204,6 +220,12 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		rep.DaemonRounds, rep.BaselineRounds = nil, nil
 	}
 	rep.ratios()
+	if d := rep.Daemon; d != nil && d.Acks != nil && d.Requests != nil && d.Requests.P50 > 0 {
+		if rep.Ratios == nil {
+			rep.Ratios = map[string]float64{}
+		}
+		rep.Ratios["ackP50PerPublishP50"] = d.Acks.P50 / d.Requests.P50
+	}
 	return rep, nil
 }
 
@@ -220,6 +242,8 @@ func best(scenario string, rounds []*Result) *Result {
 			return -r.Memory.PerStreamKiB
 		case ScenarioReplay:
 			return -r.Replay.P50
+		case ScenarioAck:
+			return -r.Acks.P50
 		}
 		return r.RequestsPerSec
 	}
@@ -271,6 +295,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	case ScenarioPublish:
 		fmt.Fprintf(ew, ", %d single-event requests of %d B over %s, %s\n", p.Events, p.Size,
 			plural(p.Publishers, "publisher connection", "publisher connections"), plural(p.Subscribers, "subscriber", "subscribers"))
+	case ScenarioAck:
+		fmt.Fprintf(ew, ", %d events of %d B, each published, read through an explicit consumer and acknowledged before the next\n", p.Events, p.Size)
+	}
+	if r.Consumers {
+		fmt.Fprintf(ew, "consumers: every subscriber on an auto consumer of its own, against the same daemon's plain streams\n")
 	}
 	if p.Rounds > 1 {
 		fmt.Fprintf(ew, "best of %d rounds\n", p.Rounds)
@@ -349,6 +378,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("publish requests/s", num(func(r *Result) float64 { return r.RequestsPerSec }), "%.0f", true)
 	row("request p50 ms", pct(req, p50), "%.3f", true)
 	row("request p99 ms", pct(req, p99), "%.3f", true)
+	ackp := func(r *Result) *Percentiles { return r.Acks }
+	row("ack p50 ms", pct(ackp, p50), "%.3f", true)
+	row("ack p99 ms", pct(ackp, p99), "%.3f", true)
 	row("latency p50 ms", pct(lat, p50), "%.3f", true)
 	row("latency p99 ms", pct(lat, p99), "%.3f", true)
 	row("latency max ms", pct(lat, pmax), "%.3f", true)
@@ -388,6 +420,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("RSS peak KiB", mem(func(m *Memory) float64 { return float64(m.PeakKiB) }), "%.0f", false)
 	tw.Flush()
 
+	if v, ok := r.Ratios["ackP50PerPublishP50"]; ok {
+		fmt.Fprintf(ew, "ack p50 / publish p50: %.2f\n", v)
+	}
 	for _, res := range cols {
 		if res.Memory != nil && res.Memory.Note != "" {
 			fmt.Fprintf(ew, "note %s: %s\n", res.Target, res.Memory.Note)

@@ -39,9 +39,12 @@ type Result struct {
 	Publishers int `json:"publishers,omitempty"`
 	// RequestsPerSec is publish requests per second (publish).
 	RequestsPerSec float64 `json:"requestsPerSec,omitempty"`
-	// Requests is the round trip of each publish request (publish), in
-	// milliseconds.
+	// Requests is the round trip of each publish request (publish, ack),
+	// in milliseconds.
 	Requests *Percentiles `json:"requestMs,omitempty"`
+	// Acks is the time from sending {"op":"ack"} to its {"op":"acked"}
+	// (ack), in milliseconds.
+	Acks *Percentiles `json:"ackMs,omitempty"`
 	// Replay is the time from dialling to stream:replayed for each replay,
 	// in milliseconds; ReplayedEvents is the ring each one replayed.
 	Replay         *Percentiles `json:"replayMs,omitempty"`
@@ -73,6 +76,8 @@ func run(ctx context.Context, e *env) (*Result, error) {
 		return replay(ctx, e)
 	case ScenarioPublish:
 		return publish(ctx, e)
+	case ScenarioAck:
+		return ack(ctx, e)
 	}
 	return nil, fmt.Errorf("bench: unknown scenario %q", e.c.Scenario)
 }
@@ -175,7 +180,9 @@ func fanout(ctx context.Context, e *env) (*Result, error) {
 	signal := make(chan struct{}, 1)
 	query := "maxQueued=" + strconv.Itoa(c.MaxQueued)
 	fs, pubs, stop, err := e.openStreams(ctx, 1, func(path string) func(int) *follower {
-		return followerAt(e, path, query, uint64(c.Events), signal, int64(max(1, batch/4)), false)
+		return func(i int) *follower {
+			return followerAt(e, path, query+consumerQuery(e.t, i), uint64(c.Events), signal, int64(max(1, batch/4)), false)(i)
+		}
 	})
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -38,6 +39,7 @@ const (
 	kindError
 	kindClosed
 	kindOther // a reserved frame the bench does not know
+	kindReply // a WebSocket control reply: its op in data, an acked id in id
 )
 
 var reservedKinds = map[string]frameKind{
@@ -416,7 +418,9 @@ type wsStream struct {
 	*readBuf
 	wantDue bool
 	cur     frame
+	wmu     sync.Mutex // orders writes: pongs from run, control frames from writeText
 	pong    []byte
+	out     []byte
 }
 
 // closeError is a WebSocket close frame.
@@ -518,12 +522,15 @@ func (s *wsStream) text(p []byte, handle func(*frame) error) error {
 		Type string          `json:"type"`
 		Data json.RawMessage `json:"data"`
 		Op   string          `json:"op"`
+		ID   uint64          `json:"id"`
 	}
 	if err := json.Unmarshal(p, &head); err != nil {
 		return fmt.Errorf("bench: WebSocket text frame is not an envelope: %q", p)
 	}
 	if head.Op != "" {
-		return nil // a control reply; the bench sends no control frames
+		s.cur.kind, s.cur.id = kindReply, head.ID
+		s.cur.data = append(s.cur.data, head.Op...)
+		return handle(&s.cur)
 	}
 	k, ok := reservedKinds[head.Type]
 	if !ok {
@@ -538,15 +545,38 @@ func (s *wsStream) writePong(p []byte) error {
 	if len(p) > 125 {
 		return errors.New("bench: ping payload over 125 bytes")
 	}
-	key := rand.Uint32()
-	s.pong = append(s.pong[:0], 0x8a, 0x80|byte(len(p)))
-	s.pong = binary.BigEndian.AppendUint32(s.pong, key)
-	var k [4]byte
-	binary.BigEndian.PutUint32(k[:], key)
-	for i, c := range p {
-		s.pong = append(s.pong, c^k[i%4])
-	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.pong = appendMasked(s.pong[:0], 0x8a, p)
 	s.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
 	_, err := s.conn.Write(s.pong)
 	return err
+}
+
+// writeText sends p, of at most 125 bytes, as a text message: a control
+// frame such as {"op":"ack","id":N}. It is safe to call while run reads.
+func (s *wsStream) writeText(p []byte) error {
+	if len(p) > 125 {
+		return errors.New("bench: control frame over 125 bytes")
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.out = appendMasked(s.out[:0], 0x81, p)
+	s.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	_, err := s.conn.Write(s.out)
+	return err
+}
+
+// appendMasked appends a final WebSocket frame of opcode byte b0 with
+// payload p (at most 125 bytes), masked as a client must.
+func appendMasked(dst []byte, b0 byte, p []byte) []byte {
+	key := rand.Uint32()
+	dst = append(dst, b0, 0x80|byte(len(p)))
+	dst = binary.BigEndian.AppendUint32(dst, key)
+	var k [4]byte
+	binary.BigEndian.PutUint32(k[:], key)
+	for i, c := range p {
+		dst = append(dst, c^k[i%4])
+	}
+	return dst
 }
