@@ -10,7 +10,7 @@ import (
 // Features lists the capabilities /api/v1/caps announces.
 var Features = []string{
 	"session_events", "global_events", "family_events", "slow_client_warning",
-	"typed_event_schema", "resume", "epoch", "ws_control", "ndjson_publish", "ndjson_stream_publish",
+	"typed_event_schema", "resume", "epoch", "ws_control", "ndjson_publish", "ndjson_stream_publish", "consumers",
 }
 
 func (h *Handler) serveCaps(w http.ResponseWriter, r *http.Request, c Caller) {

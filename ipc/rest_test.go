@@ -266,7 +266,7 @@ func TestCaps(t *testing.T) {
 	if caps.Version != "1.2.3-test" || caps.SchemaVersion != bus.SchemaVersion {
 		t.Errorf("caps version %q schema %d, want 1.2.3-test and %d", caps.Version, caps.SchemaVersion, bus.SchemaVersion)
 	}
-	for _, f := range []string{"session_events", "slow_client_warning", "typed_event_schema", "resume", "ws_control"} {
+	for _, f := range []string{"session_events", "slow_client_warning", "typed_event_schema", "resume", "ws_control", "consumers"} {
 		if !slices.Contains(caps.Features, f) {
 			t.Errorf("caps features %v lack %s", caps.Features, f)
 		}
