@@ -212,7 +212,7 @@ func validSessionID(id string) bool {
 // were parsed where they came in. It lets a caller refuse a batch before it acts on
 // it (say, before creating a session for it).
 func ValidateEvent(ev *Event) error {
-	if err := checkDaemonType(ev.Type, false); err != nil {
+	if err := checkDaemonType(ev.Type, false /* as Publish: not the daemon */); err != nil {
 		return err
 	}
 	if !utf8.Valid(ev.Data) {

@@ -86,11 +86,11 @@ func (h *Hub) publish(id bus.SessionID, events []bus.Event, o publishOptions) (f
 		}
 	}
 	for range publishAttempts {
-		s, err := h.open(o.peer, id, events, o.mirror)
+		s, err := h.open(id, events, o)
 		if err != nil {
 			return 0, 0, err
 		}
-		first, last, err = h.publishTo(s, events, o.key, o.keyValue)
+		first, last, err = h.publishTo(s, events, o)
 		if err != errDeleted {
 			return first, last, err
 		}
@@ -111,13 +111,13 @@ func (h *Hub) publish(id bus.SessionID, events []bus.Event, o publishOptions) (f
 // looked up: nothing was published.
 var errDeleted = errors.New("hub: session deleted")
 
-// publishTo publishes events to session s.
-func (h *Hub) publishTo(s *Session, events []bus.Event, key string, keyValue func(first, last uint64) []byte) (first, last uint64, err error) {
+// publishTo publishes events to session s, with o's key.
+func (h *Hub) publishTo(s *Session, events []bus.Event, o publishOptions) (first, last uint64, err error) {
 	// publishMu orders the session's batches onto the global bus; it is
 	// held while they are written, not while they are made durable, so
 	// concurrent publishers to one session share a sync (group commit).
 	s.publishMu.Lock()
-	st, err := s.Bus.Stage(bus.Batch{Events: events, KeepFrames: true, Frames: s.frames[:0], Key: key, KeyValue: keyValue})
+	st, err := s.Bus.Stage(bus.Batch{Events: events, KeepFrames: true, Frames: s.frames[:0], Key: o.key, KeyValue: o.keyValue})
 	if err != nil {
 		s.publishMu.Unlock()
 		if errors.Is(err, bus.ErrClosed) {

@@ -276,16 +276,17 @@ func (h *Hub) forget(s *Session, done chan struct{}, reason string) error {
 	return err
 }
 
-// open returns the session, creating it if AutoCreate (or mirror) allows and the events
-// are valid: a batch that would be refused creates nothing.
-func (h *Hub) open(peer share.Peer, sid bus.SessionID, events []bus.Event, mirror bool) (*Session, error) {
+// open returns the session, creating it, on o.peer's share, if AutoCreate
+// (or o.mirror) allows and the events are valid: a batch that would be
+// refused creates nothing.
+func (h *Hub) open(sid bus.SessionID, events []bus.Event, o publishOptions) (*Session, error) {
 	id := sid.String()
 	h.lockSettled(id)
 	if s, ok := h.sessions[id]; ok {
 		h.mu.Unlock()
 		return s, nil
 	}
-	auto := h.opts.AutoCreate || mirror
+	auto := h.opts.AutoCreate || o.mirror
 	h.mu.Unlock()
 	if !auto {
 		return nil, ErrNotFound
@@ -300,7 +301,7 @@ func (h *Hub) open(peer share.Peer, sid bus.SessionID, events []bus.Event, mirro
 		h.mu.Unlock()
 		return s, nil
 	}
-	s, err := h.createLocked(sid, 0, byPublish, peer)
+	s, err := h.createLocked(sid, 0, byPublish, o.peer)
 	h.mu.Unlock()
 	if err != nil {
 		return nil, err
