@@ -25,6 +25,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/daemon/daemontest"
 	"github.com/localbus/localbus/daemon/journal"
 	"github.com/localbus/localbus/daemon/journal/journaltest"
@@ -612,14 +613,10 @@ func TestStartOnAFullDiskServesReadsAndAnswers507UntilThereIsRoom(t *testing.T) 
 
 	release()
 	// The journal retries finishing its open at most once a second.
-	deadline := time.Now().Add(patience)
-	for {
+	bustest.Eventually(bustest.Showing(t, func() string { return fmt.Sprintf("%d %s", status, body) }), patience, "a publish not refused for a full disk", func() bool {
 		status, body = d2.Do(t, http.MethodPost, "/api/v1/sessions/ro/events", `{"type":"ro:ev","data":31}`)
-		if status != http.StatusInsufficientStorage || time.Now().After(deadline) {
-			break
-		}
-		<-time.After(100 * time.Millisecond)
-	}
+		return status != http.StatusInsufficientStorage
+	})
 	if status != http.StatusOK || !strings.Contains(string(body), `"lastId":31`) {
 		t.Fatalf("publish once there is room = %d %s, want 200 with lastId 31", status, body)
 	}
@@ -656,14 +653,10 @@ func TestStartOnAFullDiskWithAnEmptyStateDir(t *testing.T) {
 		t.Errorf("507 error code = %q, want disk_full", e.Error.Code)
 	}
 	release()
-	deadline := time.Now().Add(patience)
-	for {
+	bustest.Eventually(bustest.Showing(t, func() string { return fmt.Sprintf("%d %s", status, body) }), patience, "a publish not refused for a full disk", func() bool {
 		status, body = d.Do(t, http.MethodPost, "/api/v1/sessions/s/events", `{"type":"ro:ev","data":1}`)
-		if status != http.StatusInsufficientStorage || time.Now().After(deadline) {
-			break
-		}
-		<-time.After(100 * time.Millisecond)
-	}
+		return status != http.StatusInsufficientStorage
+	})
 	if status != http.StatusOK || !strings.Contains(string(body), `"lastId":1`) {
 		t.Fatalf("publish once there is room = %d %s, want 200 with lastId 1", status, body)
 	}

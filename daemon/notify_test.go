@@ -4,6 +4,7 @@ package daemon_test
 // NOTIFY_SOCKET (SPEC §8), read from a datagram socket the test owns.
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/daemon/daemontest"
 )
 
@@ -264,18 +266,12 @@ func TestNotifyStatusFollowsSessionsAndSubscribers(t *testing.T) {
 	d.Follow(t, "ws", "/api/v1/sessions/s/ws", daemontest.FollowOptions{Transport: daemontest.WebSocket})
 
 	const want = "STATUS=1 sessions, 2 subscribers"
-	deadline := time.Now().Add(patience)
 	var seen []string
-	for {
+	bustest.Eventually(bustest.Showing(t, func() string { return fmt.Sprintf("%q", seen) }), patience, want, func() bool {
 		n := ns.next(t, "WATCHDOG=1", "READY=1")
 		seen = append(seen, n.msg)
-		if n.msg == want {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q after %v; got %q", want, patience, seen)
-		}
-	}
+		return n.msg == want
+	})
 }
 
 // TestNotifyFailureIsLoggedNotFatal points NOTIFY_SOCKET at nothing: the

@@ -178,7 +178,7 @@ func benchmarkFanout(b *testing.B, subs int, ws bool) {
 		cs[i] = dialCounter(b, srv, path, ws, progress)
 		defer cs[i].close()
 	}
-	ipctest.Eventually(b, ipctest.Wait, "the subscribers", func() bool { return s.Bus.Stats().Subscribers == subs })
+	bustest.Eventually(b, ipctest.Wait, "the subscribers", func() bool { return s.Bus.Stats().Subscribers == subs })
 	batch := make([]bus.Event, 100)
 	for i := range batch {
 		batch[i] = bus.Event{Type: bustest.Type("bench:event"), Data: []byte(`{"pad":"` + strings.Repeat("x", 246) + `"}`)}

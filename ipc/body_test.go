@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/ipctest"
@@ -84,11 +85,11 @@ func TestInflightBodiesAreCapped(t *testing.T) {
 		}
 		return r
 	}
-	ipctest.Eventually(t, ipctest.Wait, "the held body's first byte counted", func() bool {
+	bustest.Eventually(t, ipctest.Wait, "the held body's first byte counted", func() bool {
 		return srv.Handler.InflightBodyBytes() == 1
 	})
 	rest(payload[1 : big-1])
-	ipctest.Eventually(t, ipctest.Wait, "the held body in flight", func() bool {
+	bustest.Eventually(t, ipctest.Wait, "the held body in flight", func() bool {
 		return srv.Handler.InflightBodyBytes() == int64(big-1)
 	})
 	br, _ := rawPost(t, srv, "/api/v1/sessions/other/events", big, payload)
@@ -104,7 +105,7 @@ func TestInflightBodiesAreCapped(t *testing.T) {
 	if r := readHTTPReply(t, held); r.Status != http.StatusOK {
 		t.Fatalf("held publish = %d %s", r.Status, r.Body)
 	}
-	ipctest.Eventually(t, ipctest.Wait, "the bodies' bytes given back", func() bool {
+	bustest.Eventually(t, ipctest.Wait, "the bodies' bytes given back", func() bool {
 		return srv.Handler.InflightBodyBytes() == 0
 	})
 	if r := other(); r.Status != http.StatusOK {

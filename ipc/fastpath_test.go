@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/ipctest"
 )
@@ -109,7 +110,7 @@ func TestClosedClientLeavesAtOnce(t *testing.T) {
 				ipctest.MustReadEnvelope(t, c)
 				c.CloseNow()
 			}
-			ipctest.Eventually(t, wait, "the closed client to leave", func() bool { return s.Bus.Stats().Subscribers == 0 })
+			bustest.Eventually(t, wait, "the closed client to leave", func() bool { return s.Bus.Stats().Subscribers == 0 })
 		})
 	}
 }
@@ -176,5 +177,5 @@ func TestWebSocketCloseHandshakeWithEventsQueued(t *testing.T) {
 		t.Errorf("read after the close handshake succeeded")
 	}
 	s, _ := srv.Hub.Session("s")
-	ipctest.Eventually(t, wait, "the stream to end", func() bool { return s.Bus.Stats().Subscribers == 0 })
+	bustest.Eventually(t, wait, "the stream to end", func() bool { return s.Bus.Stats().Subscribers == 0 })
 }

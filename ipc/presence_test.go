@@ -176,7 +176,7 @@ func subscribersOf(t *testing.T, ps *presenceServer, path string) []wire.Subscri
 func waitSubscribers(t *testing.T, ps *presenceServer, path string, n int) []wire.Subscriber {
 	t.Helper()
 	var got []wire.Subscriber
-	ipctest.Eventually(t, wait, "subscribers listed", func() bool {
+	bustest.Eventually(t, wait, "subscribers listed", func() bool {
 		got = subscribersOf(t, ps, path)
 		return len(got) == n
 	})
@@ -280,7 +280,7 @@ func TestSubscribersCountWhatTheWriterDelivered(t *testing.T) {
 		}
 	}
 	var got []wire.Subscriber
-	ipctest.Eventually(t, wait, "4 delivered", func() bool {
+	bustest.Eventually(t, wait, "4 delivered", func() bool {
 		got = subscribersOf(t, ps, wire.SessionSubscribersPath("a"))
 		return len(got) == 1 && got[0].Delivered == 4
 	})
@@ -308,7 +308,7 @@ func TestSubscribersShowAStreamThatDoesNotReadAsSlow(t *testing.T) {
 	waitSubscribers(t, ps, wire.SessionSubscribersPath("a"), 1)
 	payload := json.RawMessage(`{"pad":"` + strings.Repeat("x", 16<<10) + `"}`)
 	var got []wire.Subscriber
-	ipctest.Eventually(t, wait, "the stream listed as slow", func() bool {
+	bustest.Eventually(t, wait, "the stream listed as slow", func() bool {
 		if _, _, err := ps.hub.Publish(bustest.SessionID("a"), []bus.Event{{Type: bustest.Type("x:big"), Data: payload}}); err != nil {
 			t.Fatal(err)
 		}

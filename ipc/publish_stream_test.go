@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/access"
 	"github.com/localbus/localbus/ipc/ipctest"
@@ -277,7 +278,7 @@ func TestStreamingPublishEndsAtShutdown(t *testing.T) {
 	srv := newServer(t)
 	ps := openPublishStream(t, srv, "/api/v1/sessions/s/events", nil)
 	ps.send(line("a:b", 1))
-	ipctest.Eventually(t, wait, "the first line published", func() bool {
+	bustest.Eventually(t, wait, "the first line published", func() bool {
 		s, ok := srv.Hub.Session("s")
 		return ok && s.Bus.LastID() == 1
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/ipc/ipctest"
 )
 
@@ -211,7 +212,7 @@ func TestResumeUnderLoad(t *testing.T) {
 		}
 		t.Logf("client %d: %d connections", i, f.conns)
 	}
-	ipctest.Eventually(t, wait, "every stream closed", func() bool {
+	bustest.Eventually(t, wait, "every stream closed", func() bool {
 		s, _ := srv.Hub.Session("load")
 		return s.Bus.Stats().Subscribers == 0
 	})

@@ -184,7 +184,7 @@ func TestStatusIsTheDaemonAtAGlance(t *testing.T) {
 	}
 	st.Close()
 	g.Close()
-	ipctest.Eventually(t, wait, "streams 0", func() bool {
+	bustest.Eventually(t, wait, "streams 0", func() bool {
 		srv.Do(t, "GET", wire.PathStatus, nil, nil).DecodeJSON(t, &s)
 		return s.Streams == 0
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/ipctest"
 )
@@ -107,7 +108,7 @@ func TestStreamsAreCountedAndLoggedByTransport(t *testing.T) {
 
 			closed := `localbus_streams_closed_total{end="cancelled",transport="` + tr + `"}`
 			var after map[string]float64
-			ipctest.Eventually(t, ipctest.Wait, "the stream counted as closed", func() bool {
+			bustest.Eventually(t, ipctest.Wait, "the stream counted as closed", func() bool {
 				after = scrape(t, srv, "localbus_stream")
 				return after[closed] == 1
 			})

@@ -494,7 +494,7 @@ func TestWebSocketKeepalive(t *testing.T) {
 			t.Fatalf("first frame %s, want stream:ready", env.Type)
 		}
 		// Several keepalives and write timeouts pass on the quiet stream.
-		ipctest.Eventually(t, wait, "four pings", func() bool { return pings.Load() >= 4 })
+		bustest.Eventually(t, wait, "four pings", func() bool { return pings.Load() >= 4 })
 		r := srv.Publish(t, "s", ev("a:b", ""))
 		select {
 		case env := <-msgs:
@@ -515,8 +515,8 @@ func TestWebSocketKeepalive(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.CloseNow()
-		ipctest.Eventually(t, wait, "one subscriber", func() bool { return s.Bus.Stats().Subscribers == 1 })
-		ipctest.Eventually(t, wait, "the silent peer's subscription to be removed", func() bool {
+		bustest.Eventually(t, wait, "one subscriber", func() bool { return s.Bus.Stats().Subscribers == 1 })
+		bustest.Eventually(t, wait, "the silent peer's subscription to be removed", func() bool {
 			return s.Bus.Stats().Subscribers == 0
 		})
 	})

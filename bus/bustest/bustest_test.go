@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -147,5 +148,36 @@ func TestDataRefusesUnknownFields(t *testing.T) {
 	bustest.Data[bus.GapData](&ft, envs[0])
 	if len(ft.failures) != 1 {
 		t.Errorf("Data[GapData](stream:ready) failures = %q, want one", ft.failures)
+	}
+}
+
+// exitTB records a fatal failure and ends its goroutine, as FailNow does.
+type exitTB struct{ failure string }
+
+func (f *exitTB) Helper() {}
+func (f *exitTB) Fatalf(format string, args ...any) {
+	f.failure = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+func TestEventuallyShowingFailsWithTheState(t *testing.T) {
+	t.Parallel()
+	tb := &exitTB{}
+	done := make(chan struct{})
+	polls := 0
+	go func() {
+		defer close(done)
+		bustest.Eventually(bustest.Showing(tb, func() string { return "the state" }), 5*time.Millisecond, "the impossible", func() bool {
+			polls++
+			return false
+		})
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Eventually did not give up after 5 ms")
+	}
+	if want := "timed out after 5ms waiting for the impossible; now:\nthe state"; tb.failure != want || polls < 2 {
+		t.Errorf("failure %q after %d polls, want %q after more than one", tb.failure, polls, want)
 	}
 }

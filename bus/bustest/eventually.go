@@ -19,3 +19,18 @@ func Eventually(tb TB, within time.Duration, what string, cond func() bool) {
 		interval = min(2*interval, 20*time.Millisecond)
 	}
 }
+
+// Showing returns tb, whose Fatalf adds what state returns then: a wait
+// with Eventually that runs out shows the state it waited on (a process's
+// stderr, a terminal's screen).
+func Showing(tb TB, state func() string) TB { return showing{tb, state} }
+
+type showing struct {
+	TB
+	state func() string
+}
+
+func (s showing) Fatalf(format string, args ...any) {
+	s.TB.Helper()
+	s.TB.Fatalf(format+"; now:\n%s", append(args, s.state())...)
+}

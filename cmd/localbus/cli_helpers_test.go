@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/localbus/localbus/bus"
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/daemon/daemontest"
 	"github.com/localbus/localbus/ipc/client"
 )
@@ -191,13 +193,9 @@ func (p *proc) envelopes(t *testing.T, n int) []bus.Envelope {
 // waitStderr waits until stderr contains s.
 func (p *proc) waitStderr(t *testing.T, s string) {
 	t.Helper()
-	deadline := time.Now().Add(e2eWait)
-	for !strings.Contains(p.Stderr(), s) {
-		if time.Now().After(deadline) {
-			t.Fatalf("stderr has no %q after %v:\n%s", s, e2eWait, p.Stderr())
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
-	}
+	bustest.Eventually(bustest.Showing(t, p.Stderr), e2eWait, fmt.Sprintf("stderr to hold %q", s), func() bool {
+		return strings.Contains(p.Stderr(), s)
+	})
 }
 
 // exitCode waits for the command to exit and returns its status.
@@ -255,19 +253,15 @@ func publishData(t *testing.T, c *client.Client, session, typ string, from, to i
 // waitSubscribers waits until session has n subscribers.
 func waitSubscribers(t *testing.T, c *client.Client, session string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(e2eWait)
-	for {
+	var info client.SessionInfo
+	var err error
+	last := func() string { return fmt.Sprintf("%+v, %v", info, err) }
+	bustest.Eventually(bustest.Showing(t, last), e2eWait, fmt.Sprintf("session %s to have %d subscribers", session, n), func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), e2eWait)
-		info, err := c.Session(ctx, session)
-		cancel()
-		if err == nil && info.Subscribers == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session %s: %+v, %v; want %d subscribers", session, info, err, n)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
-	}
+		defer cancel()
+		info, err = c.Session(ctx, session)
+		return err == nil && info.Subscribers == n
+	})
 }
 
 // fakeDaemon serves handler on a Unix socket in a temporary directory

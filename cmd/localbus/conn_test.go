@@ -6,8 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/daemon/daemontest"
 	"github.com/localbus/localbus/ipc/access"
 )
@@ -33,16 +33,12 @@ func startTCP(t *testing.T, args ...string) (d *daemontest.Daemon, url, admin, r
 		t.Fatal(err)
 	}
 	d = daemontest.Start(t, daemontest.Options{Dir: dir, Args: append([]string{"--keys-file", keys, "--listen-tcp", "127.0.0.1:0"}, args...)})
-	deadline := time.Now().Add(e2eWait)
-	for {
-		if m := tcpListening.FindStringSubmatch(d.Stderr()); m != nil {
-			return d, "http://" + m[1], admin, read
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon logged no TCP address:\n%s", d.Stderr())
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
-	}
+	var m []string
+	bustest.Eventually(bustest.Showing(t, d.Stderr), e2eWait, "the daemon to log its TCP address", func() bool {
+		m = tcpListening.FindStringSubmatch(d.Stderr())
+		return m != nil
+	})
+	return d, "http://" + m[1], admin, read
 }
 
 func TestCommandsOverTCPWithKeys(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.uber.org/goleak"
 
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/cmd/localbus/bench"
 	"github.com/localbus/localbus/daemon/daemontest"
 	"github.com/localbus/localbus/ipc/access"
@@ -395,16 +396,12 @@ var tcpLine = regexp.MustCompile(`msg=listening tcp=(127\.0\.0\.1:[0-9]+)`)
 // tcpAddr reads the TCP address the daemon logged.
 func tcpAddr(t *testing.T, d *daemontest.Daemon) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if m := tcpLine.FindStringSubmatch(d.Stderr()); m != nil {
-			return m[1]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon logged no TCP address:\n%s", d.Stderr())
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval
-	}
+	var m []string
+	bustest.Eventually(bustest.Showing(t, d.Stderr), 10*time.Second, "the daemon to log its TCP address", func() bool {
+		m = tcpLine.FindStringSubmatch(d.Stderr())
+		return m != nil
+	})
+	return m[1]
 }
 
 // tcpStatus makes GET url with the key and returns the status.
@@ -489,13 +486,9 @@ func TestKeysReloadRefusedIsAWarningNotAFailure(t *testing.T) {
 	// Reload by signal, as systemctl reload would; then --key authorizes
 	// the reload request of the next change.
 	d.Signal(t, syscall.SIGHUP)
-	deadline := time.Now().Add(10 * time.Second)
-	for tcpStatus(t, base+"/api/v1/sessions", admin) != http.StatusOK {
-		if time.Now().After(deadline) {
-			t.Fatalf("the admin key does not work after SIGHUP:\n%s", d.Stderr())
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval
-	}
+	bustest.Eventually(bustest.Showing(t, d.Stderr), 10*time.Second, "the admin key to work after SIGHUP", func() bool {
+		return tcpStatus(t, base+"/api/v1/sessions", admin) == http.StatusOK
+	})
 	second := runCLI(t, "keys", "add", "--keys-file", keys, "--socket", d.Socket, "--key", admin, "--name", "reader", "--scope", "read")
 	if second.code != exitOK || !strings.Contains(second.stderr, "reloaded") {
 		t.Fatalf("keys add --key: exit %d, stderr %q", second.code, second.stderr)

@@ -72,18 +72,13 @@ func (p tmuxPane) tmux(args ...string) (string, error) {
 // e2eWait, and returns the text.
 func (p tmuxPane) waitScreen(what string, cond func(string) bool) string {
 	p.t.Helper()
-	deadline := time.Now().Add(e2eWait)
 	var screen string
-	for time.Now().Before(deadline) {
+	bustest.Eventually(bustest.Showing(p.t, func() string { return screen }), e2eWait, what, func() bool {
 		var err error
 		screen, err = p.tmux("capture-pane", "-p", "-t", "top")
-		if err == nil && cond(screen) {
-			return screen
-		}
-		time.Sleep(50 * time.Millisecond) // polling a screen: nothing to wait on
-	}
-	p.t.Fatalf("waiting for %s; the screen:\n%s", what, screen)
-	return ""
+		return err == nil && cond(screen)
+	})
+	return screen
 }
 
 func TestTopInARealTerminal(t *testing.T) {
@@ -142,16 +137,10 @@ func TestTopInARealTerminal(t *testing.T) {
 		return strings.Contains(s, "SESSION")
 	})
 	p.tmux("send-keys", "-t", "top", "q")
-	deadline := time.Now().Add(e2eWait)
-	for {
-		if _, err := p.tmux("has-session", "-t", "top"); err != nil {
-			break // q ended top, and its session with it
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("q did not end top")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	bustest.Eventually(t, e2eWait, "q to end top, and its tmux session with it", func() bool {
+		_, err := p.tmux("has-session", "-t", "top")
+		return err != nil
+	})
 }
 
 // openStalledStream opens a stream on session over network/addr (with key,

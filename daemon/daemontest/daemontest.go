@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/localbus/localbus/bus/bustest"
 )
 
 // A build is one localbus binary, built once per test process.
@@ -250,43 +252,38 @@ func (d *Daemon) WriteConfig(t testing.TB, text string) {
 func (d *Daemon) WaitReady(t testing.TB) {
 	t.Helper()
 	c := d.Client()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	bustest.Eventually(bustest.Showing(t, d.Stderr), 10*time.Second, "the daemon to be ready", func() bool {
 		select {
 		case <-d.done:
 			t.Fatalf("daemon exited before it was ready: %v\n%s", d.Err(), d.Stderr())
 		default:
 		}
 		resp, err := c.Get("http://localbus/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+		if err != nil {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
-	}
-	t.Fatalf("daemon not ready after 10s:\n%s", d.Stderr())
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 }
 
 // WaitStderr waits up to timeout for the daemon's stderr to contain s. It
 // fails the test if the daemon exits first or the time runs out.
 func (d *Daemon) WaitStderr(t testing.TB, s string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !strings.Contains(d.Stderr(), s) {
-		if time.Now().After(deadline) {
-			t.Fatalf("daemon stderr has no %q after %v:\n%s", s, timeout, d.Stderr())
+	bustest.Eventually(bustest.Showing(t, d.Stderr), timeout, fmt.Sprintf("the daemon's stderr to hold %q", s), func() bool {
+		if strings.Contains(d.Stderr(), s) {
+			return true
 		}
 		select {
 		case <-d.done:
-			if strings.Contains(d.Stderr(), s) {
-				return
+			if !strings.Contains(d.Stderr(), s) {
+				t.Fatalf("daemon exited (%v) without logging %q:\n%s", d.Err(), s, d.Stderr())
 			}
-			t.Fatalf("daemon exited (%v) without logging %q:\n%s", d.Err(), s, d.Stderr())
-		case <-time.After(20 * time.Millisecond): // polling interval
+		default:
 		}
-	}
+		return false
+	})
 }
 
 // Client returns an HTTP client that dials the daemon's socket; any host in

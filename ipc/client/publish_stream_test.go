@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/localbus/localbus/bus/bustest"
 	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/ipc"
 	"github.com/localbus/localbus/ipc/access"
@@ -156,7 +157,7 @@ func TestPublishStreamSendsBlankLinesWhileTheInputIsQuiet(t *testing.T) {
 			defer pw.Close()
 			done := publishInBackground(c, "s", pr, tt.keepalive)
 			io.WriteString(pw, event("a:b", 1)+"\n")
-			ipctest.Eventually(t, wait, "the first line published", func() bool { return lastID(srv, "s") == 1 })
+			bustest.Eventually(t, wait, "the first line published", func() bool { return lastID(srv, "s") == 1 })
 			time.Sleep(3 * idle) // the producer's own pause, longer than the idle limit
 			io.WriteString(pw, event("a:b", 2)+"\n")
 			pw.Close()
@@ -272,7 +273,7 @@ func TestPublishStreamStopsAtABadLine(t *testing.T) {
 				// Lines 1 and 3 are events, 2 and 4 blank, 5 the bad one.
 				io.WriteString(pw, event("a:b", 1)+"\n\n"+event("a:b", 2)+"\n   \n")
 				if pause {
-					ipctest.Eventually(t, wait, "two events published", func() bool { return lastID(srv, "s") == 2 })
+					bustest.Eventually(t, wait, "two events published", func() bool { return lastID(srv, "s") == 2 })
 					time.Sleep(100 * time.Millisecond) // the producer's pause: keepalives go out
 				}
 				go func() {

@@ -296,19 +296,3 @@ type StatusError struct {
 func (e *StatusError) Error() string {
 	return "ipctest: status " + http.StatusText(e.Status) + ": " + string(bytes.TrimSpace(e.Body))
 }
-
-// Eventually polls cond every few milliseconds until it reports true, and
-// fails the test if it does not within timeout. what names the condition in
-// the failure.
-func Eventually(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
-}

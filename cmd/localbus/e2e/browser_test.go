@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/localbus/localbus/bus/bustest"
 )
 
 // chromium is Debian's browser, run headless.
@@ -195,16 +197,16 @@ func TestBrowserFollowsASessionWithEventSourceAndTickets(t *testing.T) {
 	runChromium(t, browser, pages.URL+"/")
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(3 * wait)
-		for !cond() {
+		reports := func() string { return fmt.Sprintf("the page reported %+v", got.all()) }
+		bustest.Eventually(bustest.Showing(t, reports), 3*wait, what, func() bool {
+			if cond() {
+				return true
+			}
 			if errs := got.find("error"); len(errs) > 0 {
 				t.Fatalf("the page reported an error: %s\nreports: %+v", errs[0].Message, got.all())
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s; the page reported %+v", what, got.all())
-			}
-			time.Sleep(20 * time.Millisecond) // polling interval
-		}
+			return false
+		})
 	}
 	count := func(kind string, stream int) int {
 		n := 0

@@ -174,16 +174,12 @@ var tcpLine = regexp.MustCompile(`msg=listening tcp=(127\.0\.0\.1:[0-9]+)`)
 // tcpAddr returns the TCP address the daemon logged it listens on.
 func tcpAddr(t *testing.T, d *daemontest.Daemon) string {
 	t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		if m := tcpLine.FindStringSubmatch(d.Stderr()); m != nil {
-			return m[1]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon logged no TCP address:\n%s", d.Stderr())
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval
-	}
+	var m []string
+	bustest.Eventually(bustest.Showing(t, d.Stderr), wait, "the daemon to log its TCP address", func() bool {
+		m = tcpLine.FindStringSubmatch(d.Stderr())
+		return m != nil
+	})
+	return m[1]
 }
 
 // url returns the URL of path on the daemon: over TCP when tcp is set,

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/localbus/localbus/bus/bustest"
 )
 
 // A Server is one nats-server process that can be killed and started
@@ -83,18 +85,16 @@ func (s *Server) Restart() {
 	}
 	s.cmd, s.out = cmd, out
 	s.mu.Unlock()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", s.port), time.Second)
-		if err == nil {
-			c.Close()
-			return
+	var err error
+	last := func() string { return fmt.Sprintf("%v\n%s", err, out) }
+	bustest.Eventually(bustest.Showing(s.t, last), 20*time.Second, "nats-server to listen", func() bool {
+		var c net.Conn
+		if c, err = net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", s.port), time.Second); err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("natstest: nats-server did not start: %v\n%s", err, out)
-		}
-		time.Sleep(20 * time.Millisecond) // polling for the port, bounded by deadline
-	}
+		c.Close()
+		return true
+	})
 }
 
 // Kill stops the server with SIGKILL and waits for it to exit.
