@@ -58,7 +58,7 @@ func consumerOf(t *testing.T, srv *ipctest.Server, id, name string) (hub.Consume
 func waitIdle(t *testing.T, srv *ipctest.Server, id, name string) hub.ConsumerInfo {
 	t.Helper()
 	var c hub.ConsumerInfo
-	ipctest.Eventually(t, ipctest.Wait, "the consumer's stream to end", func() bool {
+	bustest.Eventually(t, ipctest.Wait, "the consumer's stream to end", func() bool {
 		var ok bool
 		c, ok = consumerOf(t, srv, id, name)
 		return ok && !c.Connected
