@@ -227,10 +227,7 @@ func Start(opts Options) (*Bridge, error) {
 		return nil, fmt.Errorf("upstream: %w", err)
 	}
 	b.nc = nc
-	b.js, err = jetstream.New(nc,
-		jetstream.WithPublishAsyncMaxPending(opts.Window*2),
-		jetstream.WithPublishAsyncTimeout(opts.AckTimeout),
-		jetstream.WithDefaultTimeout(opts.AckTimeout))
+	b.js, err = jetstream.New(nc, jetstream.WithDefaultTimeout(opts.AckTimeout))
 	if err != nil {
 		nc.Close()
 		b.cancel()

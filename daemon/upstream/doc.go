@@ -11,29 +11,38 @@
 //
 // # Export
 //
-// One goroutine per exported session subscribes to the session's bus like
-// any reader, resuming from the export cursor (the epoch and id last
-// acknowledged by JetStream), so an event is exported only once it is on
-// its bus, which with fsync "always" is after it is durable. Each event
-// goes to subject localbus.<node>.<session> with header Nats-Msg-Id
-// <node>/<session>/<epoch>/<id>, its payload the event's envelope. Up to
-// a window of publishes are in flight; the cursor advances over a
-// contiguous run of acknowledgements only, and is written to the journal
-// at most every CursorInterval and when the exporter stops. On any
-// failure (a lost connection, a refused or unanswered publish) the round
-// ends and the next resumes from the cursor: what may have been stored
-// meanwhile is sent again and JetStream's de-duplication drops it. The
-// connection buffers nothing while it is down, so a connection's stored
-// publishes are always a prefix of what was sent on it, and the first
-// publish of a round waits for its acknowledgement before the next is
-// sent: together these keep the stream in id order. Publishing to the bus
-// never waits for any of this: an exporter that falls behind is evicted
-// from the bus like a slow reader. The journal holds what it has not had
-// confirmed beyond the ring (Options.Backlog, Journal.HoldExport, up to
-// backlog_bytes), and each round first reads that backlog from the
-// cursor on (Journal.ReadExport) until it has caught up, then subscribes
-// to the ring from the last event it sent. Events the backlog dropped
-// are counted as lost and logged with their range.
+// One goroutine per exported session (export.go) reads the session from
+// the export cursor (the epoch and id last acknowledged by JetStream), so
+// an event is exported only once it is on its bus, which with fsync
+// "always" is after it is durable. Each event goes to subject
+// localbus.<node>.<session> with header Nats-Msg-Id
+// <node>/<session>/<epoch>/<id>, its payload the event's envelope.
+// publish.go sends them as core NATS publishes, each with a reply subject
+// of its own, and reads JetStream's acknowledgements on one subscription,
+// in publish order (what JetStream's asynchronous publish does, without
+// its cost per event). Up to a window of publishes are in flight; the
+// cursor advances over a contiguous run of acknowledgements only, and is
+// written to the journal at most every CursorInterval and when the
+// exporter stops. On any failure (a lost connection, a refused,
+// misordered or unanswered publish) the round ends and the next resumes
+// from the cursor: what may have been stored meanwhile is sent again and
+// JetStream's de-duplication drops it. The connection buffers nothing
+// while it is down, so a connection's stored publishes are always a prefix
+// of what was sent on it, and the first publish of a round waits for its
+// acknowledgement before the next is sent: together these keep the stream
+// in id order. Publishing to the bus never waits for any of this.
+//
+// The journal holds what export owes beyond the ring (Options.Backlog):
+// every event of a session the export patterns name, from its first
+// (HoldBacklog, before the hub restores the sessions, and Bridge.Start and
+// SetPatterns after), until the exporter moves the hold to its cursor
+// (Journal.HoldExport), up to backlog_bytes for every session together.
+// An exporter without a cursor of the session's epoch starts where the
+// hold does. Each round first reads the backlog from the cursor on
+// (Journal.ReadExport) until it has caught up, then subscribes to the
+// ring from the last event it sent, and goes back to the backlog when the
+// ring moves past it. Events the backlog dropped are counted as lost and
+// logged with their range.
 //
 // # Import
 //

@@ -10,9 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/localbus/localbus/bus"
 	"github.com/localbus/localbus/ipc/wire/grammar"
 )
@@ -160,12 +157,6 @@ func (e *exporter) save() {
 	}
 }
 
-// inflight is one publish waiting for its acknowledgement.
-type inflight struct {
-	fut jetstream.PubAckFuture
-	at  exportCursor
-}
-
 // round subscribes to the session from the cursor and publishes until
 // something fails, the exporter stops or the bus ends the stream.
 func (e *exporter) round() error {
@@ -176,10 +167,15 @@ func (e *exporter) round() error {
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
 	cur, has := e.cursor()
+	pub, err := newPublisher(e, e.b.opts.Window)
+	if err != nil {
+		return err
+	}
+	defer pub.close()
 	acks := make(chan inflight, e.b.opts.Window)
 	ackErr := make(chan error, 1)
 	var wg sync.WaitGroup
-	wg.Go(func() { e.readAcks(ctx, acks, ackErr) })
+	wg.Go(func() { e.readAcks(ctx, pub, acks, ackErr) })
 	defer func() {
 		close(acks)
 		wg.Wait()
@@ -199,7 +195,7 @@ func (e *exporter) round() error {
 			}
 			for _, f := range batch {
 				if !f.Reserved() {
-					if err := e.publish(ctx, f, exportCursor{cur.epoch, f.ID}, first, acks, ackErr); err != nil {
+					if err := e.publish(ctx, pub, f, exportCursor{cur.epoch, f.ID}, first, acks, ackErr); err != nil {
 						return err
 					}
 					first = false
@@ -274,7 +270,7 @@ func (e *exporter) round() error {
 					continue
 				}
 				at := exportCursor{epoch, f.ID}
-				if err := e.publish(ctx, f, at, first, acks, ackErr); err != nil {
+				if err := e.publish(ctx, pub, f, at, first, acks, ackErr); err != nil {
 					return err
 				}
 				first = false
@@ -332,92 +328,4 @@ func (e *exporter) gap(f *bus.Frame, cur exportCursor, has bool) {
 	e.b.lost.Add(lost)
 	e.b.logger.Warn("upstream: export resumes past a gap", "session", e.session, "reason", g.Data.Reason,
 		"cursor", cur.id, "lost", lost)
-}
-
-// publish sends one event; the first of a round waits for its
-// acknowledgement, so that a server that refuses publishes (JetStream
-// not ready yet) fails the round before anything else is sent.
-func (e *exporter) publish(ctx context.Context, f *bus.Frame, at exportCursor, first bool, acks chan<- inflight, ackErr <-chan error) error {
-	m := &nats.Msg{Subject: e.subject, Data: f.JSON(), Header: nats.Header{}}
-	id := e.b.cfg.Node + "/" + e.session + "/" + at.epoch + "/" + strconv.FormatUint(at.id, 10)
-	fut, err := e.b.js.PublishMsgAsync(m, jetstream.WithMsgID(id), jetstream.WithExpectStream(e.b.cfg.Stream))
-	if err != nil {
-		return err
-	}
-	if first {
-		select {
-		case <-fut.Ok():
-			e.advance(at)
-			return nil
-		case err := <-fut.Err():
-			return err
-		case <-ctx.Done():
-			return nil
-		}
-	}
-	select {
-	case acks <- inflight{fut, at}:
-		return nil
-	case err := <-ackErr:
-		return err
-	case <-ctx.Done():
-		return nil
-	}
-}
-
-// readAcks advances the cursor over acknowledgements in publish order,
-// and stops advancing at the first failure, which it reports on ackErr.
-// The cursor is written by a goroutine of its own (a journal write waits
-// for fsync), so reading acknowledgements never waits for the disk.
-func (e *exporter) readAcks(ctx context.Context, acks <-chan inflight, ackErr chan<- error) {
-	kick := make(chan struct{}, 1)
-	saved := make(chan struct{})
-	go func() {
-		defer close(saved)
-		for range kick {
-			e.save()
-		}
-	}()
-	defer func() {
-		close(kick)
-		<-saved
-	}()
-	failed := false
-	last := time.Now()
-	for p := range acks {
-		if failed {
-			continue
-		}
-		select {
-		case <-p.fut.Ok():
-			e.advance(p.at)
-			if len(acks) == 0 || time.Since(last) >= e.b.opts.CursorInterval {
-				select {
-				case kick <- struct{}{}:
-				default: // a write is pending; it takes the newest cursor
-				}
-				last = time.Now()
-			}
-		case err := <-p.fut.Err():
-			failed = true
-			ackErr <- err
-		case <-ctx.Done():
-			failed = true
-		}
-	}
-}
-
-// advance moves the cursor to at, acknowledged; an acknowledgement of an
-// event at or before the cursor (a resend JetStream found a duplicate of)
-// counts once.
-func (e *exporter) advance(at exportCursor) {
-	e.mu.Lock()
-	if e.has && at.epoch == e.acked.epoch && at.id <= e.acked.id {
-		e.mu.Unlock()
-		return
-	}
-	e.acked, e.has = at, true
-	e.exported++
-	e.mu.Unlock()
-	e.b.exported.Add(1)
 }

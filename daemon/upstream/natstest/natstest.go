@@ -135,7 +135,13 @@ func (s *Server) CPU() time.Duration {
 	if cmd == nil || cmd.Process == nil {
 		return 0
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+	return ProcessCPU(cmd.Process.Pid)
+}
+
+// ProcessCPU returns the processor time (user and system) process pid has
+// used so far, read from /proc; 0 where that is not available.
+func ProcessCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
 	}
