@@ -166,13 +166,12 @@ func BenchmarkBurstMirror(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := js.CreateStream(b.Context(), jetstream.StreamConfig{Name: "BASE", Subjects: []string{"base.>"}, Storage: jetstream.FileStorage}); err != nil {
-		b.Fatal(err)
-	}
-
 	type cpu struct{ a, m, nats, self time.Duration }
 	sample := func(a, m *daemontest.Daemon) cpu {
 		return cpu{natstest.ProcessCPU(a.Cmd.Process.Pid), natstest.ProcessCPU(m.Cmd.Process.Pid), srv.CPU(), processCPU()}
+	}
+	if _, err := js.CreateStream(b.Context(), jetstream.StreamConfig{Name: "BASE", Subjects: []string{"base.>"}, Storage: jetstream.FileStorage}); err != nil {
+		b.Fatal(err)
 	}
 	var burst, alone, drain time.Duration
 	var burstCPU, aloneCPU, drainCPU cpu
@@ -202,7 +201,10 @@ func BenchmarkBurstMirror(b *testing.B) {
 		return json.Unmarshal(out, &st) == nil && st.Connected
 	}
 	for i := range b.N {
-		table := fmt.Sprintf("[upstream]\nurl = %q\n", srv.URL())
+		// A stream of its own for each round, deleted after it: an
+		// importer of a new daemon reads the stream from its start.
+		stream := fmt.Sprintf("LOCALBUS%d", i)
+		table := fmt.Sprintf("[upstream]\nurl = %q\nstream = %q\n", srv.URL(), stream)
 		a := daemontest.Start(b, daemontest.Options{Plain: true, Durable: true, Config: table + "node = \"a\"\nexport = [\"s*\"]\n"})
 		m := daemontest.Start(b, daemontest.Options{Plain: true, Durable: true, Config: table + "node = \"b\"\nimport = [\"a/*\"]\n"})
 		bustest.Eventually(b, time.Minute, "both connected", func() bool { return connected(a) && connected(m) })
@@ -245,6 +247,9 @@ func BenchmarkBurstMirror(b *testing.B) {
 		}
 		m.Stop(b)
 		a.Stop(b)
+		if err := js.DeleteStream(b.Context(), stream); err != nil {
+			b.Fatal(err)
+		}
 	}
 	perEvent := func(d time.Duration, n int) float64 { return float64(d.Microseconds()) / float64(n*b.N) }
 	b.ReportMetric(float64(total*b.N)/burst.Seconds(), "mirrored-events/s")

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/localbus/localbus/bus"
@@ -105,6 +106,7 @@ func (im *importer) run() {
 			im.save()
 			return
 		}
+		from := im.seq
 		err := im.round()
 		im.save()
 		if im.ctx.Err() != nil {
@@ -114,6 +116,9 @@ func (im *importer) run() {
 			im.b.setErr(fmt.Errorf("import %s: %w", im.pattern, err))
 			log.Warn("upstream: import interrupted; resuming from the cursor", "err", err, "seq", im.seq)
 		}
+		if im.seq != from {
+			backoff = 100 * time.Millisecond // the round made progress
+		}
 		if !sleep(im.ctx, backoff) {
 			return
 		}
@@ -121,82 +126,105 @@ func (im *importer) run() {
 	}
 }
 
-// round reads the stream from the cursor with an ordered consumer until
-// something fails or the importer stops.
+// round reads the stream from the cursor until something fails or the
+// importer stops, with a pull consumer of its own that takes no
+// acknowledgements. It asks for what the stream holds past the last
+// message without waiting (up to maxImportBatch), applies it, and asks
+// again; only when nothing is there does it wait, for one message. So a
+// mirror that keeps up takes what arrived while it appended the last
+// batch in one pull, and NATS sends it at once, rather than each message
+// as it is stored. A message missing from the consumer's sequence (lost
+// on the way) ends the round, and the next starts again from the cursor.
 func (im *importer) round() error {
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{im.filter}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	cfg := jetstream.ConsumerConfig{
+		FilterSubject: im.filter, DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckNonePolicy,
+		MemoryStorage: true, InactiveThreshold: time.Minute,
+	}
 	if im.seq > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, im.seq+1
 	}
-	ctx, cancel := context.WithTimeout(im.ctx, im.b.opts.AckTimeout)
-	cons, err := im.b.js.OrderedConsumer(ctx, im.b.cfg.Stream, cfg)
+	// The round ends when the connection's state changes: a consumer of
+	// its own may be gone with a restarted server.
+	im.b.mu.Lock()
+	changed := im.b.connWait
+	im.b.mu.Unlock()
+	rctx, stop := context.WithCancel(im.ctx)
+	defer stop()
+	go func() {
+		select {
+		case <-changed:
+			stop()
+		case <-rctx.Done():
+		}
+	}()
+	ctx, cancel := context.WithTimeout(rctx, im.b.opts.AckTimeout)
+	cons, err := im.b.js.CreateConsumer(ctx, im.b.cfg.Stream, cfg)
 	cancel()
 	if err != nil {
 		return err
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(1000))
-	if err != nil {
-		return err
-	}
-	msgs := make(chan jetstream.Msg, maxImportBatch)
-	readErr := make(chan error, 1)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		defer close(msgs)
-		for {
-			m, err := it.Next()
-			if err != nil {
-				if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-					readErr <- err
-				}
-				return
-			}
-			select {
-			case msgs <- m:
-			case <-im.ctx.Done():
-				return
-			}
-		}
-	})
 	defer func() {
-		it.Stop()
-		wg.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), im.b.opts.AckTimeout)
+		defer cancel()
+		im.b.js.DeleteConsumer(ctx, im.b.cfg.Stream, cons.CachedInfo().Name) // else it expires
 	}()
-
 	batch := make([]jetstream.Msg, 0, maxImportBatch)
+	seqs := make([]uint64, 0, maxImportBatch)
+	var delivered uint64 // the consumer's sequence of the last message
 	for {
-		batch = batch[:0]
-		select {
-		case m, ok := <-msgs:
-			if !ok {
-				select {
-				case err := <-readErr:
+		batch, seqs = batch[:0], seqs[:0]
+		mb, err := cons.FetchNoWait(maxImportBatch)
+		if err != nil {
+			return err
+		}
+		for m := range mb.Messages() {
+			batch = append(batch, m)
+		}
+		if err := mb.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return err
+		}
+		if len(batch) == 0 {
+			wait, cancel := context.WithTimeout(rctx, importWait)
+			m, err := cons.Next(jetstream.FetchContext(wait))
+			cancel()
+			switch {
+			case im.ctx.Err() != nil:
+				return nil
+			case rctx.Err() != nil:
+				return errConnChanged
+			case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+				// Nothing came: is the consumer still there?
+				ctx, cancel := context.WithTimeout(rctx, im.b.opts.AckTimeout)
+				_, err := cons.Info(ctx)
+				cancel()
+				if err != nil {
 					return err
-				default:
-					return nil
 				}
+				continue
+			case err != nil:
+				return err
 			}
 			batch = append(batch, m)
-		case <-im.ctx.Done():
-			return nil
 		}
-	more:
-		for len(batch) < maxImportBatch {
-			select {
-			case m, ok := <-msgs:
-				if !ok {
-					break more
-				}
-				batch = append(batch, m)
-			default:
-				break more
+		for _, m := range batch {
+			md, err := m.Metadata()
+			if err != nil {
+				return err
 			}
+			if md.Sequence.Consumer != delivered+1 {
+				return fmt.Errorf("message %d of the consumer missing (got %d)", delivered+1, md.Sequence.Consumer)
+			}
+			delivered = md.Sequence.Consumer
+			seqs = append(seqs, md.Sequence.Stream)
 		}
-		if err := im.apply(batch); err != nil {
+		if err := im.apply(batch, seqs); err != nil {
 			return err
 		}
 	}
 }
+
+// importWait is the longest an importer waits for a message in one pull.
+const importWait = 10 * time.Second
 
 // incoming is one message decoded.
 type incoming struct {
@@ -206,9 +234,9 @@ type incoming struct {
 	ev     bus.Event
 }
 
-// apply publishes a batch of messages to their mirrors, in order, then
-// writes the cursor.
-func (im *importer) apply(batch []jetstream.Msg) error {
+// apply publishes a batch of messages, whose stream sequences are seqs,
+// to their mirrors, in order, then writes the cursor.
+func (im *importer) apply(batch []jetstream.Msg, seqs []uint64) error {
 	var run []bus.Event // consecutive events of one mirror
 	var runMirror *mirror
 	var runID bus.SessionID
@@ -241,8 +269,9 @@ func (im *importer) apply(batch []jetstream.Msg) error {
 		run = run[:0]
 		return nil
 	}
-	for _, m := range batch {
+	for i, m := range batch {
 		in, ok := im.decode(m)
+		in.seq = seqs[i]
 		if ok && im.b.matchImport(in.origin.Node, in.origin.Session) {
 			mr := im.b.mirrorFor(in.mirror.String(), in.origin)
 			if runMirror != mr {
@@ -308,12 +337,10 @@ func (im *importer) save() {
 	im.saved, im.at = seq, time.Now()
 }
 
-// decode reads a message; ok is false (and the message skipped) when it is
-// not an event of another node that makes a valid mirror.
+// decode reads a message (all but its stream sequence); ok is false (and
+// the message skipped) when it is not an event of another node that makes
+// a valid mirror.
 func (im *importer) decode(m jetstream.Msg) (in incoming, ok bool) {
-	if md, err := m.Metadata(); err == nil {
-		in.seq = md.Sequence.Stream
-	}
 	parts := strings.Split(m.Headers().Get("Nats-Msg-Id"), "/")
 	if len(parts) != 4 {
 		return in, false

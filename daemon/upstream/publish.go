@@ -81,6 +81,10 @@ func (p *publisher) send(f *bus.Frame, at exportCursor) (uint64, error) {
 	return p.n, err
 }
 
+// errConnChanged ends a round: the connection to NATS was lost or made
+// again.
+var errConnChanged = errors.New("the connection to NATS changed")
+
 // errAckTimeout fails a round whose publish JetStream did not acknowledge
 // in time.
 var errAckTimeout = errors.New("no acknowledgement from JetStream in time")
@@ -97,7 +101,7 @@ func (p *publisher) await(ctx context.Context, n uint64, t *time.Timer) error {
 	case <-t.C:
 		return errAckTimeout
 	case <-p.changed:
-		return errors.New("the connection to NATS changed")
+		return errConnChanged
 	case <-ctx.Done():
 		return nil
 	}
