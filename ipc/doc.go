@@ -13,7 +13,8 @@
 // route that needs a scope (401), so it fails closed. Streams start in
 // stream.go (serveStream, then runSSE in sse.go or runWS in ws.go, both
 // written by pump in stream.go); publishes in publish.go (one body) and
-// publish_stream.go (NDJSON read as it arrives); sessions in sessions.go;
+// publish_stream.go (NDJSON read as it arrives); sessions in sessions.go
+// (their list written session by session, sessionlist.go);
 // reload, caps and health in info.go; WebSocket control frames in
 // control.go; consumers (SPEC §2.4) in consumer.go (a stream's consumer:
 // attach, its auto position, WebSocket acks) and consumer_routes.go (list,

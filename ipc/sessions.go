@@ -83,14 +83,17 @@ func (h *Handler) serveListSessions(w http.ResponseWriter, r *http.Request, c Ca
 		return
 	}
 	page, more := h.options().Hub.Page(after, limit)
-	list := wire.SessionList{Sessions: make([]wire.SessionInfo, 0, len(page))}
-	for _, s := range page {
-		list.Sessions = append(list.Sessions, sessionInfo(s))
-	}
+	next := ""
 	if more && len(page) > 0 {
-		list.Next = page[len(page)-1].ID
+		next = page[len(page)-1].ID
 	}
-	writeJSON(w, http.StatusOK, list)
+	writeSessionList(w, func(yield func(wire.SessionInfo) bool) {
+		for _, s := range page {
+			if !yield(sessionInfo(s)) {
+				return
+			}
+		}
+	}, next)
 }
 
 // parsePage reads ?after= and ?limit=, each at most once.
