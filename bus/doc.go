@@ -44,7 +44,7 @@
 // id, so they never move a client's cursor. The global bus's copy of a
 // session's event is not encoded again: a [Batch] of [Copies] builds it from
 // the bytes of the frame that [Staged.Frames] returned, and the copy
-// carries its [Origin] ([Frame.Origin]), so storage can tell what it copies
+// carries its [CopyOf] ([Frame.CopyOf]), so storage can tell what it copies
 // without reading its bytes. The JSON grammar the bus accepts for event
 // data is package ipc/wire/grammar's scanner, which compact.go compacts
 // with and the router's publish decoder uses too; that package, the

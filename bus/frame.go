@@ -41,7 +41,7 @@ type Frame struct {
 // frameMeta is what few frames carry beyond their bytes, out of line so
 // that every other frame stays small.
 type frameMeta struct {
-	origin Origin // the session event a global copy copies; Session "" for none
+	copyOf CopyOf // the session event a global copy copies; Session "" for none
 	lost   Lost   // origin ids lost before a mirrored event; From 0 for none
 }
 
@@ -93,16 +93,16 @@ var timestampKey = []byte(`"timestamp":"`)
 // Reserved reports whether the frame is a stream:* frame (it has no id).
 func (f *Frame) Reserved() bool { return f.ID == 0 }
 
-// Origin returns the session event that the frame copies, for a frame that
+// CopyOf returns the session event that the frame copies, for a frame that
 // [Batch.Copies] built; ok is false for every other frame (a session's
 // event, an event published on the global bus with Events (the daemon's
 // included), a reserved frame, a frame rebuilt by NewFrame or
-// ParseFrame). The origin is set when the copy is built and never changes.
-func (f *Frame) Origin() (o Origin, ok bool) {
-	if f.meta == nil || f.meta.origin.Session == "" {
-		return Origin{}, false
+// ParseFrame). It is set when the copy is built and never changes.
+func (f *Frame) CopyOf() (c CopyOf, ok bool) {
+	if f.meta == nil || f.meta.copyOf.Session == "" {
+		return CopyOf{}, false
 	}
-	return f.meta.origin, true
+	return f.meta.copyOf, true
 }
 
 // Lost returns the origin ids that a mirror lost just before this event
@@ -128,7 +128,7 @@ type Event struct {
 	// Session names the session the event belongs to. On a session's bus it
 	// defaults to the bus's name and is left zero; an event published on
 	// the global bus with Session and Seq set has the shape of a copy but
-	// carries no [Origin]: the hub copies a session's events with
+	// carries no [CopyOf]: the hub copies a session's events with
 	// [Batch.Copies] instead.
 	Session SessionID
 	// Seq is the event's id in its session, for an event of the global bus.
@@ -141,7 +141,8 @@ type Event struct {
 }
 
 // RemoteOrigin is where a mirrored event was first published: the
-// envelope's "origin" (SPEC §12). (Origin is what a global copy copies.)
+// envelope's "origin" (SPEC §12). (What a global copy copies is its
+// [CopyOf].)
 type RemoteOrigin struct {
 	// Node is the name of the daemon that published it.
 	Node string `json:"node"`

@@ -9,15 +9,15 @@ import (
 // with two changes: its own "id", and a "seq" field (the session's id)
 // after "session". Everything else, data, timestamp and originator, is the
 // same bytes, because the copy is built from them (Batch.Copies) rather
-// than encoded again. The copy's frame carries its Origin from the moment
+// than encoded again. The copy's frame carries its CopyOf from the moment
 // it is built, so nothing downstream reads the bytes to learn what it
 // copies; a journal stores the copy as a reference to the session's event
 // and rebuilds it with AppendGlobalEnvelope, the same splice.
 
-// Origin names the session event that a frame of the global bus copies
-// ([Frame.Origin]). Session, Epoch and Seq together name one event for
+// CopyOf names the session event that a frame of the global bus copies
+// ([Frame.CopyOf]). Session, Epoch and Seq together name one event for
 // good: a session deleted and created again has a new epoch.
-type Origin struct {
+type CopyOf struct {
 	// Session is the session's id.
 	Session string
 	// Epoch is the epoch of the session's bus that published the event.
@@ -69,7 +69,7 @@ func (b *Bus) stageCopies(batches []Copies) (Staged, error) {
 				return Staged{}, inputError("frames", "", "not an event of session "+c.From.session)
 			}
 			m := &metas[len(preps)]
-			m.origin = Origin{Session: c.From.session, Epoch: c.From.epoch, Seq: f.ID}
+			m.copyOf = CopyOf{Session: c.From.session, Epoch: c.From.epoch, Seq: f.ID}
 			if f.meta != nil {
 				m.lost = f.meta.lost // the copy of a mirrored event carries its loss
 			}
@@ -83,7 +83,7 @@ func (b *Bus) stageCopies(batches []Copies) (Staged, error) {
 // prepareCopy encodes everything but the id of the copy of f, an event of
 // session; false if f is not one this package encoded.
 func prepareCopy(f *Frame, session string) (prepared, bool) {
-	if _, copied := f.Origin(); f.Reserved() || copied || session == "" {
+	if _, copied := f.CopyOf(); f.Reserved() || copied || session == "" {
 		return prepared{}, false
 	}
 	env := f.JSON()

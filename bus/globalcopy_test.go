@@ -70,7 +70,7 @@ func encodedCopy(t testing.TB, ev bus.Event, seq, id uint64) []byte {
 	return frames[0].SSE()
 }
 
-func TestPublishCopiesServesTheBytesOfAnEncodedCopyAndCarriesItsOrigin(t *testing.T) {
+func TestPublishCopiesServesTheBytesOfAnEncodedCopyAndCarriesItsCopyOf(t *testing.T) {
 	session, global := newBusPair(t)
 	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	global.PublishDaemon(bus.Event{Type: bus.TypeReloaded}) // global ids differ from session ids
@@ -88,9 +88,9 @@ func TestPublishCopiesServesTheBytesOfAnEncodedCopyAndCarriesItsOrigin(t *testin
 			if want := encodedCopy(t, tt.ev, sf.ID, gf.ID); !bytes.Equal(gf.SSE(), want) {
 				t.Errorf("copy:\n%s\nwant, as encoded from the event:\n%s", gf.SSE(), want)
 			}
-			o, ok := gf.Origin()
-			if want := (bus.Origin{Session: "s", Epoch: session.Epoch(), Seq: sf.ID}); !ok || o != want {
-				t.Errorf("Origin = %+v, %v; want %+v, true", o, ok, want)
+			o, ok := gf.CopyOf()
+			if want := (bus.CopyOf{Session: "s", Epoch: session.Epoch(), Seq: sf.ID}); !ok || o != want {
+				t.Errorf("CopyOf = %+v, %v; want %+v, true", o, ok, want)
 			}
 			env, ok := bus.AppendGlobalEnvelope(nil, sf.Type, sf.JSON(), gf.ID)
 			if !ok || !bytes.Equal(env, gf.JSON()) {
@@ -100,7 +100,7 @@ func TestPublishCopiesServesTheBytesOfAnEncodedCopyAndCarriesItsOrigin(t *testin
 	}
 }
 
-func TestOnlyPublishCopiesGivesAFrameAnOrigin(t *testing.T) {
+func TestOnlyPublishCopiesGivesAFrameACopyOf(t *testing.T) {
 	session, global := newBusPair(t)
 	ev := bus.Event{Type: bustest.Type("a:b"), Data: json.RawMessage(`1`)}
 	sf, gf := copyOf(t, session, global, ev)
@@ -124,8 +124,8 @@ func TestOnlyPublishCopiesGivesAFrameAnOrigin(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if o, ok := tt.f.Origin(); ok {
-				t.Errorf("Origin of %s = %+v, want none", tt.f.JSON(), o)
+			if o, ok := tt.f.CopyOf(); ok {
+				t.Errorf("CopyOf of %s = %+v, want none", tt.f.JSON(), o)
 			}
 		})
 	}

@@ -111,8 +111,8 @@ func TestLostIsInTheEnvelopeAndSurvivesARebuild(t *testing.T) {
 			t.Errorf("%s: Lost() = %v, %v; want %v (envelope %s)", name, l, ok, want, f.JSON())
 		}
 	}
-	if _, ok := gf.Origin(); !ok {
-		t.Error("the copy lost its Origin")
+	if _, ok := gf.CopyOf(); !ok {
+		t.Error("the copy lost its CopyOf")
 	}
 	pf, err := bus.ParseFrame(sf.JSON())
 	if err != nil {

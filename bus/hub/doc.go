@@ -47,10 +47,10 @@
 //     bus's "id" and a "seq" (the session's id) after "session": data,
 //     timestamp and originator are the session event's bytes, never encoded
 //     again.
-//   - A copy carries its [bus.Origin] (session, the session bus's epoch,
+//   - A copy carries its [bus.CopyOf] (session, the session bus's epoch,
 //     seq) from the moment it is built, and only copies do: announcements
 //     and the daemon's other localbus:* events carry none. A journal logs a
-//     copy as a reference to the session's event by that origin, and the
+//     copy as a reference to the session's event it names, and the
 //     epoch keeps a session deleted and created again from being taken for
 //     the old one.
 //   - Every event a session's bus accepted through Publish gets at most one

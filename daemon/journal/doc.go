@@ -42,7 +42,7 @@
 // record (a length, a CRC-32C and the batch's events) into the current
 // segment, with no system call for small ones. The global bus's records
 // refer to the session records they copy instead of repeating the events,
-// by the origin each copy carries (bus.Frame.Origin, refs.go), so a
+// by what each copy names (bus.Frame.CopyOf, refs.go), so a
 // publish writes its events once. The database holds,
 // per bus: its session id, epoch, ring size and last id, and its retained
 // events in chunks of consecutive ids keyed by the first, each chunk

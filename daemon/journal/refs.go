@@ -3,7 +3,7 @@ package journal
 import "github.com/localbus/localbus/bus"
 
 // The global bus's events copy the sessions' events, and each copy carries
-// its origin (bus.Frame.Origin: session, epoch, session id) from the moment
+// what it copies (bus.Frame.CopyOf: session, epoch, session id) from the moment
 // the bus built it from the session's frame. So the global bus's log
 // records refer to the session records instead of repeating the events: a
 // publish then writes, and syncs, its events once, and recovery rebuilds
@@ -19,24 +19,24 @@ import "github.com/localbus/localbus/bus"
 // only to session records in later segments. So a record replayed after a
 // crash never refers to a segment that is gone.
 
-// origin is a run of the global bus's frames that copy consecutive events
-// of one session's store, ids from first on.
-type origin struct {
+// copyRun is a run of the global bus's frames that copy consecutive
+// events of one session's store, ids from first on.
+type copyRun struct {
 	s     *Store
 	first uint64
 	n     int
 }
 
-// originsOf groups frames of the global bus by the session events they
+// copyRunsOf groups frames of the global bus by the session events they
 // copy; nil when one of them copies none (an announcement, say) or copies
 // an event of a bus the journal no longer holds (its session was deleted,
 // perhaps created again under a new epoch). It takes Journal.mu, so the
 // caller must hold no store's lock.
-func (j *Journal) originsOf(frames []*bus.Frame) []origin {
-	var out []origin
-	var prev bus.Origin
+func (j *Journal) copyRunsOf(frames []*bus.Frame) []copyRun {
+	var out []copyRun
+	var prev bus.CopyOf
 	for _, f := range frames {
-		o, ok := f.Origin()
+		o, ok := f.CopyOf()
 		if !ok {
 			return nil
 		}
@@ -51,24 +51,24 @@ func (j *Journal) originsOf(frames []*bus.Frame) []origin {
 		if !held || o.Session == "" || s.epoch != o.Epoch {
 			return nil
 		}
-		out = append(out, origin{s: s, first: o.Seq, n: 1})
+		out = append(out, copyRun{s: s, first: o.Seq, n: 1})
 		prev = o
 	}
 	return out
 }
 
-// refsFor returns origins as the runs of a refs record, and the oldest
+// refsFor returns runs as the runs of a refs record, and the oldest
 // segment they refer to; or nil and noRefs when one of them cannot be
 // referred to: the record must then hold the events. The global store's
 // lock must be held.
-func (j *Journal) refsFor(origins []origin) ([]refRun, uint64) {
-	if origins == nil {
+func (j *Journal) refsFor(copies []copyRun) ([]refRun, uint64) {
+	if copies == nil {
 		return nil, noRefs
 	}
 	retired := j.retired.Load()
-	runs := make([]refRun, len(origins))
+	runs := make([]refRun, len(copies))
 	oldest := noRefs
-	for i, o := range origins {
+	for i, o := range copies {
 		seg, ok := o.s.holdsInLog(o.first, o.n, retired)
 		if !ok {
 			return nil, noRefs

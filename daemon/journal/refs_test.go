@@ -299,7 +299,7 @@ func TestACopyOfAnEventInARemovedSegmentIsLoggedInFull(t *testing.T) {
 
 // TestACopyOfADeletedSessionsEventIsLoggedInFull deletes a session and
 // creates it again, then publishes the copy of an event of the first one:
-// the new session holds an event under the same id, but the copy's origin
+// the new session holds an event under the same id, but the copy's CopyOf
 // names the old epoch, so its record holds the event, and the copy comes
 // back after a crash as it was served.
 func TestACopyOfADeletedSessionsEventIsLoggedInFull(t *testing.T) {
@@ -404,15 +404,15 @@ func TestNoReferenceIntoASegmentACheckpointIsRemoving(t *testing.T) {
 		t.Fatal(err)
 	}
 	copies, _ := sub.Take(nil)
-	origins := j.originsOf(copies)
-	if len(origins) != 1 {
-		t.Fatalf("originsOf = %+v, want one run", origins)
+	runs := j.copyRunsOf(copies)
+	if len(runs) != 1 {
+		t.Fatalf("copyRunsOf = %+v, want one run", runs)
 	}
-	if refs, _ := j.refsFor(origins); len(refs) != 1 {
+	if refs, _ := j.refsFor(runs); len(refs) != 1 {
 		t.Errorf("segment 1 not being removed: refsFor = %+v, want one run", refs)
 	}
 	j.retired.Store(1)
-	if refs, _ := j.refsFor(origins); refs != nil {
+	if refs, _ := j.refsFor(runs); refs != nil {
 		t.Errorf("segment 1 being removed: refsFor = %+v, want nil", refs)
 	}
 }

@@ -226,9 +226,9 @@ func (s *Store) appendDeferred(frames []*bus.Frame, key string, val []byte) (mar
 	if s.j.readOnly.Load() && !s.j.tryWritable() {
 		return 0, false, s.j.countDiskFull(fmt.Errorf("%w: the journal is read-only until space returns", ErrDiskFull))
 	}
-	var origins []origin
+	var runs []copyRun
 	if s.session == "" {
-		origins = s.j.originsOf(frames) // before s.mu: it takes Journal.mu
+		runs = s.j.copyRunsOf(frames) // before s.mu: it takes Journal.mu
 	}
 	defer s.j.shedBacklog() // after the unlock below: it takes other stores' locks
 	s.mu.Lock()
@@ -239,7 +239,7 @@ func (s *Store) appendDeferred(frames []*bus.Frame, key string, val []byte) (mar
 	if frames[0].ID != s.lastID+1 {
 		return 0, false, fmt.Errorf("journal: append of id %d after %d", frames[0].ID, s.lastID)
 	}
-	lsn, seq, refSeg, err := s.logRecord(frames, origins, key, val)
+	lsn, seq, refSeg, err := s.logRecord(frames, runs, key, val)
 	if err != nil {
 		return 0, false, err
 	}
@@ -271,17 +271,17 @@ func (s *Store) appendDeferred(frames []*bus.Frame, key string, val []byte) (mar
 	return lsn, s.j.mode != SyncAlways, nil
 }
 
-// logRecord logs frames as one record (refs to origins for the global
-// bus, key and val for a keyed append) and returns the log offset past it,
-// its segment and the oldest segment it refers to. When the disk has no
-// room, the export backlogs give way first (makeRoom: s.mu is released
-// meanwhile) and the record is tried again, before the append is refused.
-// s.mu must be held.
-func (s *Store) logRecord(frames []*bus.Frame, origins []origin, key string, val []byte) (lsn, seq, refSeg uint64, err error) {
+// logRecord logs frames as one record (for the global bus, refs to the
+// session records that copies, its copyRunsOf, copy; key and val for a
+// keyed append) and returns the log offset past it, its segment and the
+// oldest segment it refers to. When the disk has no room, the export
+// backlogs give way first (makeRoom: s.mu is released meanwhile) and the
+// record is tried again, before the append is refused. s.mu must be held.
+func (s *Store) logRecord(frames []*bus.Frame, copies []copyRun, key string, val []byte) (lsn, seq, refSeg uint64, err error) {
 	for try := 0; ; try++ {
 		gen := s.j.roomGen.Load()
 		var runs []refRun
-		runs, refSeg = s.j.refsFor(origins)
+		runs, refSeg = s.j.refsFor(copies)
 		if key != "" {
 			lsn, seq, err = s.j.logKeyed(s.num, s.session, frames, key, val)
 		} else {
