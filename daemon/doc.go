@@ -32,16 +32,28 @@
 //   - daemon.go: [Run] and the start: the journal, the hub, the keys and the
 //     router's options, built from a [Config].
 //   - serve.go: the listeners, the serving goroutines, session expiry.
-//   - reload.go: the reload sequence.
+//   - reload.go: the reload sequence; reload_keys.go the one list of the
+//     keys a reload applies ([Setting.Reloadable]), the [upstream] table's
+//     included.
 //   - shutdown.go: the shutdown sequence.
 //   - status.go: STATUS= and the sd_notify messages.
+//   - rates.go: the rates' one-second samples and GET /api/v1/status's
+//     figures of the process.
+//   - observe.go: the logger and the daemon's metrics (reloads, the
+//     journal's figures, the process and Go runtime).
+//   - memlimit.go: the Go runtime's memory limit, from the rings' and
+//     bodies' budgets.
+//   - consumers.go: the journal as the hub's [hub.ConsumerJournal].
 //   - listen.go: the daemon's own Unix socket and the connection tracker
 //     that shutdown waits on.
 //   - config.go: [Config], [Defaults] and the settings table.
 //   - config_load.go: [Source] and [LoadConfig], the TOML file and the set
-//     values; config_file.go reads the file without blocking (a FIFO
-//     there is an error, not a hang).
+//     values; config_file.go (config_file_unix.go, config_file_other.go)
+//     reads the file without blocking (a FIFO there is an error, not a
+//     hang); config_upstream.go decodes and checks the [upstream] table.
 //   - config_validate.go: [Config.Validate].
+//   - config_defaults.go: [DefaultsFile], a configuration file listing
+//     every key with its default.
 //   - paths.go: the default paths, which depend on the user and environment.
 //   - memlimit.go: the Go runtime's soft memory limit, from the rings' and
 //     the request bodies' budgets (an operator's GOMEMLIMIT wins).

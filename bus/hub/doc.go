@@ -21,11 +21,16 @@
 //   - publish.go: [Hub.PublishAs] and its variants, the global copy.
 //   - expire.go: [Hub.ExpireIdle], [Hub.ExpireConsumers].
 //   - budget.go: the rings' byte budget, [Hub.TrimRings] (water-filling).
-//   - totals.go: [Hub.Totals], for metrics.
+//   - totals.go: [Hub.Totals] and [Hub.Subscribers], for metrics.
+//   - rates.go: [Hub.SampleRates] and [Hub.Rates], the publish and
+//     delivery rates of every session and of the daemon.
+//   - pages.go: [Hub.Page], the sessions in id order for a listing, and
+//     the consumers' figures ([Hub.ConsumerFigures]).
 //   - reload.go: [Hub.SetOptions].
 //   - journal.go: what the hub asks of its storage ([Journal] and its
 //     optional capabilities).
-//   - idempotency.go, shares.go: [Hub.Once] and the fair shares.
+//   - idempotency.go: [Hub.PublishOnce] and the remembered [Result]s.
+//   - shares.go: the fair shares of the hub's pools, [AutoSessionLimit].
 //   - consumers.go: a session's consumers ([ConsumerSet], [Lease]; SPEC
 //     §2.4): attach and takeover, the move to a new epoch, acks, auto
 //     positions, max_consumers, consumer_ttl; each Session has one, kept

@@ -5,9 +5,11 @@
 // the bus accepts it for event data ([ScanValue], [ScanString],
 // [SkipSpace]).
 //
-// The router (package ipc), the command line (cmd/localbus), the Go client
-// and the bus itself read these values with these functions, so that each
-// accepts exactly what the others do. It imports a few packages of the
+// The router (package ipc), the command line (cmd/localbus) and the bus
+// itself read these values with these functions (and others use their
+// bounds), so that each accepts exactly what the others do; the Go
+// client (ipc/client) takes them as Go values and sends them in the form
+// these functions read. It imports a few packages of the
 // standard library and nothing else, so the bus stays pure and a client
 // links nothing of the server.
 //
