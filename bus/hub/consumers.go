@@ -478,9 +478,11 @@ func (l *Lease) syncLocked(now time.Time) error {
 }
 
 // End ends the stream's hold and stores the consumer once more, with its
-// last activity (and under auto the position). A lease replaced
-// meanwhile stores nothing: the stream that took over, or the delete,
-// owns the consumer.
+// last activity and under auto the position, unless nothing moved since a
+// store less than SyncEvery ago (whose last activity is recent enough for
+// consumer_ttl): a consumer is stored at most once a second. A lease
+// replaced meanwhile stores nothing: the stream that took over, or the
+// delete, owns the consumer.
 func (l *Lease) End(now time.Time) error {
 	l.set.mu.Lock()
 	defer l.set.mu.Unlock()
@@ -492,8 +494,12 @@ func (l *Lease) End(now time.Time) error {
 	l.c.lease = nil
 	next := l.c.st
 	next.LastActive = now
+	moved := false
 	if pos := l.pos.Load(); next.Ack == AckAuto && next.Epoch == l.epoch && pos > next.AckedID {
-		next.AckedID = pos
+		next.AckedID, moved = pos, true
+	}
+	if !moved && now.Sub(l.c.st.LastActive) < SyncEvery {
+		return nil
 	}
 	if err := l.set.putLocked(next); err != nil {
 		return err

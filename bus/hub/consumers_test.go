@@ -356,3 +356,29 @@ func TestConsumerLimitsAreFairSharesAndDeleteFreesOne(t *testing.T) {
 		t.Errorf("%d consumers after a failed create, want 4", s.Len())
 	}
 }
+
+// TestAnEndStoresNothingNewWithinASecond: a stream that ends with its
+// position unmoved less than a second after the consumer was stored
+// stores nothing more; later, it stores its last activity.
+func TestAnEndStoresNothingNewWithinASecond(t *testing.T) {
+	st := &memConsumers{m: map[string]ConsumerState{}}
+	s := NewConsumerSet(st, nil, DefaultMaxConsumers, 0)
+	for _, ack := range []AckMode{AckAuto, AckExplicit} {
+		name := string(ack)
+		l, err := s.Attach(AttachRequest{Name: name, Ack: ack, Epoch: "e1", LastID: 5, Peer: share.Privileged, Now: t0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		puts := st.puts
+		if err := l.End(t0.Add(500 * time.Millisecond)); err != nil || st.puts != puts {
+			t.Errorf("%s: an end half a second after the creation stored %d times (%v)", ack, st.puts-puts, err)
+		}
+		l, _ = s.Attach(AttachRequest{Name: name, Epoch: "e1", LastID: 5, Now: t0})
+		if err := l.End(t0.Add(2 * time.Second)); err != nil || st.puts != puts+1 {
+			t.Errorf("%s: an end two seconds after it stored %d times (%v), want once", ack, st.puts-puts, err)
+		}
+		if rec, _ := st.get(name); !rec.LastActive.Equal(t0.Add(2 * time.Second)) {
+			t.Errorf("%s: last active %v, want the end", ack, rec.LastActive)
+		}
+	}
+}
