@@ -1,6 +1,7 @@
 package ipc_test
 
 import (
+	"bytes"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -93,5 +94,51 @@ func TestEveryPackageHasItsDocInDocGo(t *testing.T) {
 	}
 	if checked < 10 {
 		t.Fatalf("checked only %d packages: is the walk starting at the module root?", checked)
+	}
+}
+
+// TestNoSourceFileIsOver600Lines walks the module: no Go file other than
+// a test (testdata and hidden directories aside) is over 600 lines. Past
+// that, a file is split by concern (STYLE, "Files and names").
+func TestNoSourceFileIsOver600Lines(t *testing.T) {
+	const most = 600
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("no go.mod at %s: %v", root, err)
+	}
+	checked := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != root && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		checked++
+		if n := bytes.Count(b, []byte("\n")); n > most {
+			rel, _ := filepath.Rel(root, path)
+			t.Errorf("%s: %d lines, want at most %d: split it by concern", rel, n, most)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 100 {
+		t.Errorf("checked %d files, want the module's (over 100)", checked)
 	}
 }
