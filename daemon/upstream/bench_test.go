@@ -138,8 +138,9 @@ func BenchmarkExportImport(b *testing.B) {
 //     session (a backlog of twelve rings); from the moment a is connected
 //     again, the time runs until b's mirror holds them all.
 //
-// It reports the rates, the ratio of burst to alone, and the processor
-// time per event of each process (a, b, nats-server, and this process:
+// It reports the rates (published-events/s: the client's publishes alone,
+// which the burst's rate cannot exceed), the ratio of burst to alone, and
+// the processor time per event of each process (a, b, nats-server, and this process:
 // the publishing client, or the client alone):
 //
 //	go test -run - -bench BurstMirror -benchtime 3x ./daemon/upstream/
@@ -173,7 +174,7 @@ func BenchmarkBurstMirror(b *testing.B) {
 	if _, err := js.CreateStream(b.Context(), jetstream.StreamConfig{Name: "BASE", Subjects: []string{"base.>"}, Storage: jetstream.FileStorage}); err != nil {
 		b.Fatal(err)
 	}
-	var burst, alone, drain time.Duration
+	var published, burst, alone, drain time.Duration
 	var burstCPU, aloneCPU, drainCPU cpu
 	add := func(sum *cpu, from, to cpu) {
 		sum.a += to.a - from.a
@@ -212,6 +213,7 @@ func BenchmarkBurstMirror(b *testing.B) {
 		session := fmt.Sprintf("s%d", i)
 		start, c0 := time.Now(), sample(a, m)
 		publish(a, session, total)
+		published += time.Since(start)
 		bustest.Eventually(b, 5*time.Minute, "the mirror", mirrorAt(m, session, total))
 		burst += time.Since(start)
 		add(&burstCPU, c0, sample(a, m))
@@ -252,6 +254,7 @@ func BenchmarkBurstMirror(b *testing.B) {
 		}
 	}
 	perEvent := func(d time.Duration, n int) float64 { return float64(d.Microseconds()) / float64(n*b.N) }
+	b.ReportMetric(float64(total*b.N)/published.Seconds(), "published-events/s")
 	b.ReportMetric(float64(total*b.N)/burst.Seconds(), "mirrored-events/s")
 	b.ReportMetric(float64(total*b.N)/alone.Seconds(), "nats-alone-events/s")
 	b.ReportMetric(alone.Seconds()/burst.Seconds(), "mirrored/alone")
