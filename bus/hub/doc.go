@@ -31,10 +31,12 @@
 //     optional capabilities).
 //   - idempotency.go: [Hub.PublishOnce] and the remembered [Result]s.
 //   - shares.go: the fair shares of the hub's pools, [AutoSessionLimit].
-//   - consumers.go: a session's consumers ([ConsumerSet], [Lease]; SPEC
-//     §2.4): attach and takeover, the move to a new epoch, acks, auto
-//     positions, max_consumers, consumer_ttl; each Session has one, kept
-//     by a [ConsumerJournal] or in memory.
+//   - consumers.go: a session's consumers ([ConsumerSet]; SPEC §2.4):
+//     attach and takeover, the move to a new epoch, acks, max_consumers,
+//     consumer_ttl; each Session has one, kept by a [ConsumerJournal] or
+//     in memory.
+//   - lease.go: a stream's hold on its consumer ([Lease]): replacement,
+//     the auto position (Wrote, Sync) and the stream's end.
 //
 // # The global copy
 //
