@@ -39,6 +39,22 @@ func subscriberTable(out io.Writer, subs []client.Subscriber, withBus bool, now 
 	w.Flush()
 }
 
+// consumerTable prints a session's consumers in aligned columns: name,
+// ack mode, acknowledged id, events pending after it, whether a stream
+// reads through it now, and how long ago it was last active.
+func consumerTable(out io.Writer, consumers []client.Consumer, now time.Time) {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "CONSUMER\tACK\tACKED ID\tPENDING\tCONNECTED\tACTIVE")
+	for _, c := range consumers {
+		active := "-"
+		if !c.LastActive.IsZero() {
+			active = durationText(now.Sub(c.LastActive)) + " ago"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%s\n", c.Name, c.Ack, c.AckedID, c.Pending, yesNo(c.Connected), active)
+	}
+	w.Flush()
+}
+
 // peerColumns are the process, pid and uid columns of a stream: "-" where
 // the caller may not see them; on TCP the key's name and the address.
 func peerColumns(s client.Subscriber) (process, pid, uid string) {

@@ -106,7 +106,7 @@ func sessionListCommand() *cli.Command {
 func sessionShowCommand() *cli.Command {
 	cmd := clientCommand(&cli.Command{
 		Name:      "show",
-		Usage:     "describe a session",
+		Usage:     "describe a session, its consumers and its streams",
 		ArgsUsage: "ID",
 		Flags:     []cli.Flag{jsonFlag("print the session as JSON")},
 		Action: func(c *cli.Context) error {
@@ -115,21 +115,28 @@ func sessionShowCommand() *cli.Command {
 			}
 			var s client.SessionInfo
 			var subs []client.Subscriber
+			var consumers []client.Consumer
 			err := callDaemon(c, func(ctx context.Context, cl *client.Client) (err error) {
 				if s, err = cl.Session(ctx, c.Args().First()); err != nil {
 					return err
 				}
-				subs, err = cl.Subscribers(ctx, s.ID)
+				if subs, err = cl.Subscribers(ctx, s.ID); err != nil {
+					return err
+				}
+				consumers, err = cl.Consumers(ctx, s.ID)
 				return err
 			})
 			if err != nil {
 				return err
 			}
 			if c.Bool("json") {
+				// "consumers" is the session's count, as the daemon
+				// reports it; the list is beside it.
 				return printJSON(c.App.Writer, struct {
 					client.SessionInfo
-					Streams []client.Subscriber `json:"streams"`
-				}{s, subs})
+					Streams      []client.Subscriber `json:"streams"`
+					ConsumerList []client.Consumer   `json:"consumerList"`
+				}{s, subs, consumers})
 			}
 			w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 			fmt.Fprintf(w, "session\t%s\n", s.ID)
@@ -143,6 +150,10 @@ func sessionShowCommand() *cli.Command {
 			fmt.Fprintf(w, "durability\t%s\n", durabilityText(s.Durability))
 			if err := w.Flush(); err != nil {
 				return err
+			}
+			if len(consumers) > 0 {
+				fmt.Fprintln(c.App.Writer)
+				consumerTable(c.App.Writer, consumers, time.Now())
 			}
 			if len(subs) > 0 {
 				fmt.Fprintln(c.App.Writer)
