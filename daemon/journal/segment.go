@@ -5,6 +5,7 @@ package journal
 import (
 	"errors"
 	"os"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,10 +20,14 @@ var errSegmentFull = errors.New("journal: segment full")
 // log costs little disk until it is used and writing into the mapping can
 // never run out of space (which a mapping can only report as SIGBUS).
 type segment struct {
-	f     *os.File
-	data  []byte // maps the segment's whole size; only [:alloc] is backed by the file
-	alloc int64  // bytes allocated on disk, the file's length
-	high  int    // past the last byte written
+	f    *os.File
+	data []byte // maps the segment's whole size; only [:alloc] is backed by the file
+	// alloc is the bytes allocated on disk, the file's length, and high
+	// is past the last byte written. Atomic: with fsync "always" the
+	// goroutine that syncs writes what was reserved (Reserve, under the
+	// log's lock) while appends reserve more.
+	alloc atomic.Int64
+	high  atomic.Int64
 	// pwriteFrom is the size from which a write goes through pwrite
 	// rather than the mapping (see bigWrite); 0 sends every write there.
 	pwriteFrom int
@@ -52,7 +57,9 @@ func createSegment(path string, size int64) (*segment, error) {
 	if err != nil {
 		return fail(err)
 	}
-	return &segment{f: f, data: data, alloc: alloc, pwriteFrom: bigWrite}, nil
+	seg := &segment{f: f, data: data, pwriteFrom: bigWrite}
+	seg.alloc.Store(alloc)
+	return seg, nil
 }
 
 // grow allocates the segment on disk up to end at least: twice what it
@@ -60,7 +67,7 @@ func createSegment(path string, size int64) (*segment, error) {
 // for that, end rounded up to a page. On error nothing changed.
 func (s *segment) grow(end int64) error {
 	const page = 4 << 10
-	want := min(int64(len(s.data)), max(2*s.alloc, (end+page-1)/page*page))
+	want := min(int64(len(s.data)), max(2*s.alloc.Load(), (end+page-1)/page*page))
 	err := preallocate(s.f, want)
 	if errors.Is(classify(err), ErrDiskFull) && want > end {
 		want = min(int64(len(s.data)), (end+page-1)/page*page)
@@ -69,7 +76,7 @@ func (s *segment) grow(end int64) error {
 	if err != nil {
 		return classify(err)
 	}
-	s.alloc = want
+	s.alloc.Store(want)
 	return nil
 }
 
@@ -89,7 +96,7 @@ func (s *segment) WriteAt(p []byte, off int64) (int, error) {
 	if off < 0 || off+int64(len(p)) > int64(len(s.data)) {
 		return 0, errSegmentFull
 	}
-	if end := off + int64(len(p)); end > s.alloc {
+	if end := off + int64(len(p)); end > s.alloc.Load() {
 		if err := s.grow(end); err != nil {
 			return 0, err
 		}
@@ -99,14 +106,24 @@ func (s *segment) WriteAt(p []byte, off int64) (int, error) {
 		// The same page cache backs the mapping and the file.
 		var err error
 		if n, err = s.f.WriteAt(p, off); err != nil {
-			s.high = max(s.high, int(off)+n)
+			s.raiseHigh(off + int64(n))
 			return n, err
 		}
 	} else {
 		copy(s.data[off:], p)
 	}
-	s.high = max(s.high, int(off)+n)
+	s.raiseHigh(off + int64(n))
 	return n, nil
+}
+
+// raiseHigh moves high up to end, if that is higher.
+func (s *segment) raiseHigh(end int64) {
+	for {
+		h := s.high.Load()
+		if end <= h || s.high.CompareAndSwap(h, end) {
+			return
+		}
+	}
 }
 
 // Reserve allocates the segment on disk up to end at least.
@@ -114,7 +131,7 @@ func (s *segment) Reserve(end int64) error {
 	if end > int64(len(s.data)) {
 		return errSegmentFull
 	}
-	if end > s.alloc {
+	if end > s.alloc.Load() {
 		return s.grow(end)
 	}
 	return nil
@@ -123,9 +140,9 @@ func (s *segment) Reserve(end int64) error {
 // Truncate zeroes everything written from size on: the segment keeps its
 // length, and a zero header marks the end of the log.
 func (s *segment) Truncate(size int64) error {
-	if size < int64(s.high) {
-		clear(s.data[size:s.high])
-		s.high = int(size)
+	if h := s.high.Load(); size < h {
+		clear(s.data[size:h])
+		s.high.Store(size)
 	}
 	return nil
 }
