@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -222,5 +223,21 @@ func TestReportGivesTheServersCPUSideBySide(t *testing.T) {
 		if !lines[want] {
 			t.Errorf("table has no row %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// TestBaselineServerSourceIsPinned: the baseline server is the yardstick
+// of the fan-out and latency targets (performance.md gives the daemon's
+// figures as ratios to it), so a change to it would move every ratio
+// without the daemon changing. Change it on purpose only: measure again,
+// update performance.md's figures, then this digest.
+func TestBaselineServerSourceIsPinned(t *testing.T) {
+	const want = "570174bd246f4ba66bbd6afa5e808a2ef10a7a22cf56ce6fec67adc9bfaad57a"
+	b, err := os.ReadFile("baseserver.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprintf("%x", sha256.Sum256(b)); got != want {
+		t.Errorf("baseserver.go's SHA-256 is %s, want %s: the baseline changed, and every ratio to it with it", got, want)
 	}
 }
