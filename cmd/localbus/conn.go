@@ -210,6 +210,8 @@ func endedText(ee *client.EndedError) string {
 		return fmt.Sprintf("%s does not exist", what)
 	case "session_deleted":
 		return fmt.Sprintf("%s was deleted; the stream has ended", what)
+	case "replaced":
+		return fmt.Sprintf("another stream took the consumer of %s over, or it was deleted; the stream has ended", what)
 	}
 	return "the daemon ended the stream for good"
 }
@@ -239,14 +241,41 @@ func sessionList(c *cli.Context) []string {
 	return ids
 }
 
+// consumerList fetches the names of the consumers of --session for shell
+// completion, quietly.
+func consumerList(c *cli.Context) []string {
+	if c.String("session") == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(c.Context, time.Second)
+	defer cancel()
+	cl := newClient(c)
+	defer cl.CloseIdleConnections()
+	list, err := cl.Consumers(ctx, c.String("session"))
+	if err != nil {
+		return nil
+	}
+	names := make([]string, len(list))
+	for i, cs := range list {
+		names[i] = cs.Name
+	}
+	return names
+}
+
 // completeWithSessions is a BashComplete that offers session ids after
-// --session (and, when args is true, as the command's argument), and the
-// command's flags otherwise.
+// --session (and, when args is true, as the command's argument), the
+// session's consumers after --consumer, and the command's flags otherwise.
 func completeWithSessions(cmd *cli.Command, args bool) cli.BashCompleteFunc {
 	return func(c *cli.Context) {
 		last := ""
 		if len(os.Args) > 2 {
 			last = os.Args[len(os.Args)-2]
+		}
+		if last == "--consumer" {
+			for _, name := range consumerList(c) {
+				fmt.Fprintln(c.App.Writer, name)
+			}
+			return
 		}
 		if last == "--session" || last == "-s" || (args && !strings.HasPrefix(last, "-") && c.NArg() == 0) {
 			for _, id := range sessionList(c) {

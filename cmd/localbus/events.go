@@ -20,9 +20,10 @@ import (
 
 func eventsCommand() *cli.Command {
 	cmd := clientCommand(&cli.Command{
-		Name:      "events",
-		Usage:     "follow a stream of events",
-		UsageText: "localbus events [--session ID | --family F] [--types T,T] [--since WHEN | --tail N] [--until WHEN] [--transport sse|ws] [--raw | --format TEMPLATE|json] [--count N] [--timeout D]",
+		Name:  "events",
+		Usage: "follow a stream of events",
+		UsageText: "localbus events [--session ID | --family F] [--types T,T] [--since WHEN | --tail N] [--until WHEN] [--transport sse|ws] [--raw | --format TEMPLATE|json] [--count N] [--timeout D]\n" +
+			"localbus events --session ID --consumer NAME [--ack auto|explicit] [--exec CMD]",
 		Description: "Prints the events of a session (--session), of one family across all sessions\n" +
 			"(--family), or of the whole daemon (neither; needs admin), as they are published.\n" +
 			"Each line is TIME  SESSION  ID  TYPE  DATA, the time local, in aligned columns; on a\n" +
@@ -47,11 +48,33 @@ func eventsCommand() *cli.Command {
 			"daemon no longer holds them, or the daemon restarted without durability) are\n" +
 			"reported on stderr in plain words, as are reconnections.\n" +
 			"\n" +
+			"--consumer NAME follows the session through a consumer: a cursor the daemon keeps\n" +
+			"for this reader, so the next run, after a restart of this command or of the\n" +
+			"daemon, resumes where this one stopped, without keeping ids. The first run creates\n" +
+			"it, at --since if given, else at the first event the daemon holds; on an existing\n" +
+			"consumer --since is refused. Its ack mode is fixed then: with --ack explicit the\n" +
+			"command acknowledges each event once its line is written to stdout, so an event\n" +
+			"is lost only if it sat in a pipe whose reader died; with auto (the default) the\n" +
+			"daemon moves the position as it sends, so what was sent but not yet printed when\n" +
+			"the command stops (--count included) is not sent again. One stream reads a\n" +
+			"consumer at a time: another one taking it over ends this one with exit 4.\n" +
+			"\n" +
+			"--exec CMD hands each event to CMD instead of printing it: CMD runs with /bin/sh -c,\n" +
+			"once per event, in order, with the event's JSON envelope on its stdin and\n" +
+			"LOCALBUS_SESSION, LOCALBUS_EVENT_ID, LOCALBUS_EVENT_TYPE, LOCALBUS_CONSUMER and\n" +
+			"LOCALBUS_ATTEMPT (1, then 2, ... for the same event) in its environment; its stdout\n" +
+			"and stderr are this command's. With --consumer (explicit: --exec asks for it) an\n" +
+			"event is acknowledged only once CMD exits 0. A CMD that exits non-zero or is\n" +
+			"killed runs again for the same event, after 0.5 s doubling up to 30 s, and the\n" +
+			"next event waits: every event is handled at least once, in order, across\n" +
+			"restarts of either side, so CMD must cope with seeing an event twice. On SIGTERM\n" +
+			"or SIGINT a running CMD gets SIGTERM, and SIGKILL 10 s later.\n" +
+			"\n" +
 			"--count N exits 0 after N events, the --tail ones included (scripts: wait for\n" +
 			"something to happen). --timeout D stops after D: exit 0 without --count, exit 1 if\n" +
 			"fewer than N events came. Exits 4 when the session is deleted or does not exist\n" +
-			"(--wait waits for it to be created), 2 when the daemon cannot be reached at start,\n" +
-			"3 when it refuses the credentials.\n" +
+			"(--wait waits for it to be created) or another stream took the consumer over, 2\n" +
+			"when the daemon cannot be reached at start, 3 when it refuses the credentials.\n" +
 			"\n" +
 			"Examples:\n" +
 			"  localbus events --session build-17\n" +
@@ -59,7 +82,9 @@ func eventsCommand() *cli.Command {
 			"  localbus events --session build-17 --types 'build:*' --since 0 --raw\n" +
 			"  localbus events --session build-17 --since @1764643500 --until 10m\n" +
 			"  localbus events --family build --since 1h --format '{{.Time.Format \"15:04:05\"}} {{.Type}}'\n" +
-			"  localbus events --session build-17 --types build:done --count 1 --timeout 10m --wait",
+			"  localbus events --session build-17 --types build:done --count 1 --timeout 10m --wait\n" +
+			"  localbus events --session build-17 --consumer backup --ack explicit --raw >> backup.ndjson\n" +
+			"  localbus events --session build-17 --consumer deploy --exec 'jq -r .data.url | xargs deploy'",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "session", Aliases: []string{"s"}, Usage: "follow the session `ID`"},
 			&cli.StringFlag{Name: "family", Aliases: []string{"f"}, Usage: "follow family `F` of every session (e.g. build)"},
@@ -75,6 +100,9 @@ func eventsCommand() *cli.Command {
 			&cli.DurationFlag{Name: "timeout", Usage: "stop after `D` (e.g. 30s, 5m)", DefaultText: "none"},
 			&cli.BoolFlag{Name: "wait", Usage: "wait for the --session to be created instead of exiting 4 when it does not exist"},
 			&cli.IntFlag{Name: "max-queued", Usage: "ask the daemon to queue at most `N` unread events (16–2048) before dropping this reader", DefaultText: "the daemon's max_queued"},
+			&cli.StringFlag{Name: "consumer", Usage: "follow the --session through the consumer `NAME`, a cursor the daemon keeps: the next run resumes where this one stopped"},
+			&cli.StringFlag{Name: "ack", Usage: "a new consumer's ack `MODE`: auto (the daemon moves it as it sends) or explicit (this command acknowledges each event once printed, or once --exec's CMD exits 0)", DefaultText: "the consumer's own; auto for a new one, explicit with --exec"},
+			&cli.StringFlag{Name: "exec", Usage: "run `CMD` (with /bin/sh -c) once per event, the envelope on its stdin, again until it exits 0", DefaultText: "print"},
 		},
 		Action: runEvents,
 	})
@@ -106,6 +134,13 @@ func runEvents(c *cli.Context) error {
 		out: c.App.Writer, errw: c.App.ErrWriter,
 		raw: c.Bool("raw"), global: opts.Session == "",
 		session: opts.Session, family: opts.Family, epoch: opts.Epoch,
+	}
+	if err := f.consumerFlags(c, &opts); err != nil {
+		return err
+	}
+	if f.consumer != "" || f.exec != "" {
+		// The acker and --exec's CMD write too.
+		f.out, f.errw = shareWriter(f.out), shareWriter(f.errw)
 	}
 	now := time.Now()
 	if c.IsSet("since") {
@@ -170,6 +205,13 @@ func runEvents(c *cli.Context) error {
 		opts.Since = f.tailStart(ctx, cl, opts)
 		f.tailing = true
 	}
+	if f.consumer != "" {
+		if err := f.checkNewConsumer(ctx, cl); err != nil {
+			return err
+		}
+		f.acks = newAcker(cl, f.session, f.consumer, f.errw)
+		defer f.acks.Close()
+	}
 
 	st, err := cl.Stream(ctx, opts)
 	if err == nil {
@@ -191,6 +233,9 @@ func runEvents(c *cli.Context) error {
 			return fmt.Errorf("timed out after %v with %d of %d events", timeout, f.events, f.count)
 		}
 		return nil
+	}
+	if err := f.consumerError(c.Context, cl, err); err != nil {
+		return err
 	}
 	return clientError(err)
 }
@@ -228,12 +273,19 @@ type follower struct {
 	tail      int    // --tail N, 0 if not given
 	count     int    // --count N, 0 if not given
 
-	events  int  // events printed
-	readies int  // stream:ready frames seen
-	live    bool // the stream has replayed what it was asked to (or asked for none)
-	tailing bool // --tail: events are kept in buf until the replay ends
-	buf     []client.Frame
-	arm     func(time.Time) // ends the stream once the clock passes --until's time
+	consumer string // --consumer, "" if not given
+	exec     string // --exec's CMD, "" to print
+	acks     *acker // acknowledges what was handled; nil without a consumer
+
+	events   int        // events printed
+	readies  int        // stream:ready frames seen
+	live     bool       // the stream has replayed what it was asked to (or asked for none)
+	tailing  bool       // --tail: events are kept in buf until the replay ends
+	epochNow string     // the epoch of the connection's bus, from its stream:ready
+	explicit bool       // the consumer acknowledges explicitly (its stream:ready says so)
+	handled  eventPoint // the last event handled (printed or run) by this command
+	buf      []client.Frame
+	arm      func(time.Time) // ends the stream once the clock passes --until's time
 }
 
 // errUntil ends a stream whose --until time has passed.
@@ -242,6 +294,7 @@ var errUntil = errors.New("the --until time has passed")
 // follow prints frames until the stream ends, --count events were printed
 // or the stream passed --until.
 func (f *follower) follow(ctx context.Context, st *client.Stream) error {
+	run := ctx // --exec's CMD runs until the command is stopped, not --until
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var timer *time.Timer
@@ -264,14 +317,14 @@ func (f *follower) follow(ctx context.Context, st *client.Stream) error {
 		var done bool
 		switch {
 		case fr.Reserved():
-			done, err = f.reserved(fr)
+			done, err = f.reserved(run, fr)
 		case f.tailing:
 			f.buf = append(f.buf, fr)
 			if len(f.buf) > f.tail {
 				f.buf = slices.Delete(f.buf, 0, 1)
 			}
 		default:
-			done, err = f.emit(fr)
+			done, err = f.emit(run, fr)
 		}
 		if done || err != nil {
 			return err
@@ -279,15 +332,21 @@ func (f *follower) follow(ctx context.Context, st *client.Stream) error {
 	}
 }
 
-// emit prints an event unless it lies after --until, and reports whether
-// the command is done: --count reached or --until passed.
-func (f *follower) emit(fr client.Frame) (bool, error) {
+// emit handles an event (prints it, or runs --exec's CMD for it) unless
+// it lies after --until or this command handled it already, and reports
+// whether the command is done: --count reached or --until passed.
+func (f *follower) emit(ctx context.Context, fr client.Frame) (bool, error) {
 	if f.until != nil && f.until.after(fr.ID, fr.Timestamp) {
 		return true, nil
 	}
-	if err := f.print(fr); err != nil {
+	at := eventPoint{id: fr.ID, epoch: f.epochNow}
+	if f.seen(at) {
+		return false, nil
+	}
+	if err := f.handle(ctx, fr); err != nil {
 		return true, err
 	}
+	f.handledNow(at)
 	f.events++
 	if f.count > 0 && f.events >= f.count {
 		return true, nil
@@ -297,16 +356,22 @@ func (f *follower) emit(fr client.Frame) (bool, error) {
 
 // reserved handles a stream:* frame and reports whether the command is
 // done.
-func (f *follower) reserved(fr client.Frame) (bool, error) {
+func (f *follower) reserved(ctx context.Context, fr client.Frame) (bool, error) {
 	switch fr.Type {
 	case bus.TypeReady:
 		f.readies++
+		d := frameData[bus.ReadyData](fr)
+		f.epochNow = d.Epoch
+		if d.Consumer != nil {
+			f.explicit = d.Consumer.Ack == string(client.AckExplicit)
+		}
 		if f.readies == 1 {
-			d := frameData[bus.ReadyData](fr)
 			if err := f.checkIDs(d); err != nil {
 				return true, err
 			}
-			if f.since == nil && f.tail == 0 {
+			f.consumerNotice(d)
+			// A consumer's stream replays what follows its position.
+			if f.since == nil && f.tail == 0 && f.consumer == "" {
 				f.notice(fr)
 				return f.goLive(), nil
 			}
@@ -315,7 +380,7 @@ func (f *follower) reserved(fr client.Frame) (bool, error) {
 		if !f.live {
 			f.tailing = false
 			for i, ev := range f.buf {
-				if done, err := f.emit(ev); done || err != nil {
+				if done, err := f.emit(ctx, ev); done || err != nil {
 					f.buf = f.buf[i+1:]
 					return true, err
 				}

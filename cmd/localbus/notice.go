@@ -48,8 +48,8 @@ func describe(f client.Frame, readies int) string {
 			return "the daemon is shutting down; reconnecting when it is back"
 		case string(bus.EndReload):
 			return "the daemon is reloading its configuration; reconnecting"
-		case string(bus.EndSessionDeleted):
-			return "" // the command's final error says it
+		case string(bus.EndSessionDeleted), string(bus.EndReplaced):
+			return "" // final: the command's error says it
 		}
 		return fmt.Sprintf("the daemon closed the stream (%s); reconnecting", d.Reason)
 	}

@@ -441,4 +441,15 @@ func TestCompletion(t *testing.T) {
 	if r := runBin(t, "", "events", "--tr", "--generate-bash-completion"); !strings.Contains(r.stdout, "--transport") {
 		t.Errorf("flag completion = %q, want --transport", r.stdout)
 	}
+	if r := runBin(t, "", "events", "--socket", d.Socket, "--session", "build-17", "--consumer", "backup", "--count", "1"); r.code != exitOK {
+		t.Fatalf("events --consumer backup: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := runBin(t, "", "events", "--socket", d.Socket, "--session", "build-17", "--consumer", "--generate-bash-completion"); r.stdout != "backup\n" {
+		t.Errorf("--consumer completion = %q, want the session's consumers", r.stdout)
+	}
+	for _, flag := range []string{"--consumer", "--ack", "--exec"} {
+		if r := runBin(t, "", "events", flag[:4], "--generate-bash-completion"); !strings.Contains(r.stdout, flag+"\n") {
+			t.Errorf("flag completion of %s = %q, want %s", flag[:4], r.stdout, flag)
+		}
+	}
 }
