@@ -94,15 +94,23 @@ type proc struct {
 // then SIGKILL) when the test ends.
 func startBin(t *testing.T, args ...string) *proc {
 	t.Helper()
+	cmd := exec.Command(daemontest.Binary(t), args...)
+	cmd.Env = cliEnv()
+	return startProc(t, cmd)
+}
+
+// startProc starts cmd, a client command, as startBin does.
+func startProc(t *testing.T, cmd *exec.Cmd) *proc {
+	t.Helper()
+	args := cmd.Args[1:]
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := &proc{
-		cmd:   exec.Command(daemontest.Binary(t), args...),
+		cmd:   cmd,
 		lines: make(chan string), quit: make(chan struct{}), read: make(chan struct{}), done: make(chan struct{}),
 	}
-	p.cmd.Env = cliEnv()
 	p.cmd.Stdout = w
 	p.cmd.Stderr = writerFunc(func(b []byte) (int, error) {
 		p.mu.Lock()

@@ -90,6 +90,12 @@ func (f *follower) runOnce(ctx context.Context, fr client.Frame, attempt int) (o
 		return false, fmt.Sprintf("was killed by %s", unix.SignalName(ws.Signal())), nil
 	}
 	code := st.ExitCode()
+	switch code {
+	case 126:
+		return false, "exited 126 (the shell could not run the command)", nil
+	case 127:
+		return false, "exited 127 (the shell found no such command)", nil
+	}
 	if code > 128 && code < 128+65 {
 		// A shell reports a command a signal killed as 128+N.
 		return false, fmt.Sprintf("exited %d (a process it ran was killed by %s)", code, unix.SignalName(syscall.Signal(code-128))), nil

@@ -65,8 +65,9 @@ func TestReadmeExamplesAreSafeToPasteAsRootAndAsAUser(t *testing.T) {
 }
 
 // startFollower runs name with args and env, and returns a channel of its
-// stdout lines; it is killed when the test ends.
-func startFollower(t *testing.T, env []string, name string, args ...string) <-chan string {
+// stdout lines and a function that kills it and waits for it to end,
+// which also runs when the test ends.
+func startFollower(t *testing.T, env []string, name string, args ...string) (<-chan string, func()) {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Env = env
@@ -79,28 +80,30 @@ func startFollower(t *testing.T, env []string, name string, args ...string) <-ch
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	lines := make(chan string, 16)
-	done := make(chan struct{})
+	lines := make(chan string)
+	done, quit := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			select {
 			case lines <- sc.Text():
-			default:
+			case <-quit:
 			}
 		}
 		close(lines)
 	}()
-	t.Cleanup(func() {
+	stop := sync.OnceFunc(func() {
 		cmd.Process.Kill()
+		close(quit)
 		<-done
 		cmd.Wait()
 		if t.Failed() {
 			t.Logf("%s stderr:\n%s", name, stderr.String())
 		}
 	})
-	return lines
+	t.Cleanup(stop)
+	return lines, stop
 }
 
 func TestReadmeClientExamplesFindTheDaemonThroughLocalbusSocket(t *testing.T) {
@@ -129,9 +132,12 @@ func TestReadmeClientExamplesFindTheDaemonThroughLocalbusSocket(t *testing.T) {
 		name, pkg string
 		cmd       []string
 		code      string
+		consumer  string // the consumer the snippet follows, "" for none
 	}{
-		{"python", "python3", []string{"/usr/bin/python3", "-c"}, readmeBlock(t, "python", "websockets")},
-		{"node", "nodejs", []string{"node", "-e"}, readmeBlock(t, "js", "ws+unix://")},
+		{"python", "python3", []string{"/usr/bin/python3", "-c"}, readmeBlock(t, "python", "since={since}"), ""},
+		{"node", "nodejs", []string{"node", "-e"}, readmeBlock(t, "js", "ws${query}"), ""},
+		{"python-consumer", "python3", []string{"/usr/bin/python3", "-c"}, readmeBlock(t, "python", "consumer={consumer}&ack=explicit"), "py-worker"},
+		{"node-consumer", "nodejs", []string{"node", "-e"}, readmeBlock(t, "js", "?consumer=node-worker"), "node-worker"},
 	}
 	for _, cl := range clients {
 		// A subtest that restarts the daemon ties the new one to itself; the
@@ -141,10 +147,10 @@ func TestReadmeClientExamplesFindTheDaemonThroughLocalbusSocket(t *testing.T) {
 			if _, err := exec.LookPath(cl.cmd[0]); err != nil {
 				t.Skipf("%s is not installed (Debian package %s)", cl.cmd[0], cl.pkg)
 			}
-			if cl.name == "node" {
+			if cl.cmd[0] == "node" {
 				requireNodeWS(t, env, os.Getenv("LOCALBUS_TEST_NO_INSTALL") == "1")
 			}
-			lines := startFollower(t, env, cl.cmd[0], append(cl.cmd[1:], cl.code)...)
+			lines, stop := startFollower(t, env, cl.cmd[0], append(cl.cmd[1:], cl.code)...)
 			waitSubscribers(t, c, "build-17", 1)
 			restart := func() {
 				t.Helper()
@@ -157,14 +163,26 @@ func TestReadmeClientExamplesFindTheDaemonThroughLocalbusSocket(t *testing.T) {
 				stop()
 				d, restarted = daemontest.Start(t, opts), true
 			}
-			checkResumesAcrossReloadAndRestart(t, c, "build-17", restart, func() (string, bool, error) {
+			next := func() (string, bool, error) {
 				select {
 				case l, ok := <-lines:
 					return l, ok, nil
 				case <-time.After(e2eWait):
 					return "", false, fmt.Errorf("nothing printed within %v", e2eWait)
 				}
-			})
+			}
+			if cl.consumer == "" {
+				checkResumesAcrossReloadAndRestart(t, c, "build-17", restart, next)
+				return
+			}
+			rerun := func(while func()) {
+				t.Helper()
+				stop()
+				waitSubscribers(t, c, "build-17", 0)
+				while()
+				lines, stop = startFollower(t, env, cl.cmd[0], append(cl.cmd[1:], cl.code)...)
+			}
+			checkConsumerResumes(t, c, "build-17", cl.consumer, restart, rerun, next)
 		})
 		if restarted {
 			d = daemontest.Start(t, opts)
@@ -219,6 +237,79 @@ func checkResumesAcrossReloadAndRestart(t *testing.T, c *client.Client, session 
 	restart()
 	publishData(t, c, session, "build:step", 7, 9)
 	read(first + 8)
+}
+
+// checkConsumerResumes checks a README snippet that follows session
+// through consumer ("ID TYPE DATA" lines, through next): a new consumer
+// starts at the beginning of the ring; then, as in
+// checkResumesAcrossReloadAndRestart, events published around a reload and
+// a restart of the daemon (restart) come once each, in order; last, the
+// snippet is stopped, three events are published, and it is started again
+// (rerun): it prints those three and nothing before them. Before each
+// disruption the test waits for the consumer's stored position to reach
+// the last event printed, so nothing before the last acknowledgement may
+// come again and nothing after it may be lost.
+func checkConsumerResumes(t *testing.T, c *client.Client, session, consumer string, restart func(), rerun func(while func()), next func() (string, bool, error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), e2eWait)
+	defer cancel()
+	info, err := c.Session(ctx, session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, want := info.LastID, uint64(1)
+	line := regexp.MustCompile(`^(\d+) build:step (\d+)$`)
+	read := func(upTo uint64) {
+		t.Helper()
+		for want <= upTo {
+			l, ok, err := next()
+			if err != nil || !ok {
+				t.Fatalf("the snippet stopped (%v) before printing event %d", err, want)
+			}
+			m := line.FindStringSubmatch(strings.TrimSpace(l))
+			if m == nil {
+				continue
+			}
+			id, _ := strconv.ParseUint(m[1], 10, 64)
+			n, _ := strconv.ParseUint(m[2], 10, 64)
+			if id != want || (id > base && n != id-base) {
+				t.Fatalf("the snippet printed %q, want event %d next: an event lost, repeated or out of order", l, want)
+			}
+			want++
+		}
+	}
+	stored := func() {
+		t.Helper()
+		var cs client.Consumer
+		bustest.Eventually(bustest.Showing(t, func() string { return fmt.Sprintf("%+v", cs) }), e2eWait,
+			fmt.Sprintf("consumer %s to be stored through %d", consumer, want-1), func() bool {
+				ctx, cancel := context.WithTimeout(context.Background(), e2eWait)
+				defer cancel()
+				list, _ := c.Consumers(ctx, session)
+				for _, cs = range list {
+					if cs.Name == consumer {
+						return cs.AckedID == want-1
+					}
+				}
+				return false
+			})
+	}
+	read(base) // a new consumer: the whole ring
+	publishData(t, c, session, "build:step", 1, 3)
+	read(base + 3)
+	stored()
+	if _, err := c.Reload(ctx); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	publishData(t, c, session, "build:step", 4, 6)
+	read(base + 6)
+	stored()
+	restart()
+	publishData(t, c, session, "build:step", 7, 9)
+	read(base + 9)
+	stored()
+	rerun(func() { publishData(t, c, session, "build:step", 10, 12) })
+	read(base + 12)
 }
 
 // refuseOn listens on the Unix socket path, where no daemon runs, and
