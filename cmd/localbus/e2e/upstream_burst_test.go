@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -31,21 +30,7 @@ const burstTotal = 100000
 // data the numbers from start on, in batches of 1,000 (one POST each).
 func publishBurst(t *testing.T, d *daemontest.Daemon, session string, start, count int) {
 	t.Helper()
-	var b strings.Builder
-	for i := 0; i < count; i += 1000 {
-		b.Reset()
-		b.WriteByte('[')
-		for k := i; k < min(i+1000, count); k++ {
-			if k > i {
-				b.WriteByte(',')
-			}
-			fmt.Fprintf(&b, `{"type":"build:step","data":%d}`, start+k)
-		}
-		b.WriteByte(']')
-		if code, body := d.Do(t, http.MethodPost, "/api/v1/sessions/"+session+"/events", b.String()); code != http.StatusOK {
-			t.Fatalf("publish: %d %s", code, body)
-		}
-	}
+	publishBatches(t, d, session, start, count, 1000)
 }
 
 // upstreamOf reads GET /api/v1/upstream of d.

@@ -37,10 +37,18 @@ func startNode(t *testing.T, dir, config string) *daemontest.Daemon {
 // data the numbers from start on, in batches of 10.
 func publishNumbers(t *testing.T, d *daemontest.Daemon, session string, start, count int) {
 	t.Helper()
-	for i := 0; i < count; i += 10 {
-		var b strings.Builder
+	publishBatches(t, d, session, start, count, 10)
+}
+
+// publishBatches publishes count build:step events to session on d, their
+// data the numbers from start on, in batches of batch (one POST each).
+func publishBatches(t *testing.T, d *daemontest.Daemon, session string, start, count, batch int) {
+	t.Helper()
+	var b strings.Builder
+	for i := 0; i < count; i += batch {
+		b.Reset()
 		b.WriteByte('[')
-		for k := i; k < min(i+10, count); k++ {
+		for k := i; k < min(i+batch, count); k++ {
 			if k > i {
 				b.WriteByte(',')
 			}
