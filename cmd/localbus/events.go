@@ -54,10 +54,11 @@ func eventsCommand() *cli.Command {
 			"it, at --since if given, else at the first event the daemon holds; on an existing\n" +
 			"consumer --since is refused. Its ack mode is fixed then: with --ack explicit the\n" +
 			"command acknowledges each event once its line is written to stdout, so an event\n" +
-			"is lost only if it sat in a pipe whose reader died; with auto (the default) the\n" +
-			"daemon moves the position as it sends, so what was sent but not yet printed when\n" +
-			"the command stops (--count included) is not sent again. One stream reads a\n" +
-			"consumer at a time: another one taking it over ends this one with exit 4.\n" +
+			"is lost only if it sat in a pipe whose reader died; with auto (the default for a\n" +
+			"new consumer) the daemon moves the position as it sends, so what was sent but not\n" +
+			"yet printed when the command stops (--count included) is not sent again. One\n" +
+			"stream reads a consumer at a time: another one taking it over ends this one with\n" +
+			"exit 4.\n" +
 			"\n" +
 			"--exec CMD hands each event to CMD instead of printing it: CMD runs with /bin/sh -c,\n" +
 			"once per event, in order, with the event's JSON envelope on its stdin and\n" +
@@ -66,9 +67,10 @@ func eventsCommand() *cli.Command {
 			"and stderr are this command's. With --consumer (explicit: --exec asks for it) an\n" +
 			"event is acknowledged only once CMD exits 0. A CMD that exits non-zero or is\n" +
 			"killed runs again for the same event, after 0.5 s doubling up to 30 s, and the\n" +
-			"next event waits: every event is handled at least once, in order, across\n" +
-			"restarts of either side, so CMD must cope with seeing an event twice. On SIGTERM\n" +
-			"or SIGINT a running CMD gets SIGTERM, and SIGKILL 10 s later.\n" +
+			"next event waits: every event is handled at least once, in order (with --consumer\n" +
+			"across restarts of either side), so CMD must cope with seeing an event twice. On SIGTERM\n" +
+			"or SIGINT the processes of a running CMD get SIGTERM, and SIGKILL 10 s later; its\n" +
+			"event counts as handled only if CMD still exits 0.\n" +
 			"\n" +
 			"--count N exits 0 after N events, the --tail ones included (scripts: wait for\n" +
 			"something to happen). --timeout D stops after D: exit 0 without --count, exit 1 if\n" +

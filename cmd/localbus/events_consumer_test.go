@@ -372,3 +372,130 @@ func TestFollowerSkipsWhatItHandledWhenAConsumerReplaysIt(t *testing.T) {
 		t.Error("a stream without a consumer skipped an event")
 	}
 }
+
+// TestConsumersAreCountedWhereTheDaemonIsWatched: what the consumers of
+// the CLI leave behind shows in status, session show and /metrics.
+func TestConsumersAreCountedWhereTheDaemonIsWatched(t *testing.T) {
+	t.Parallel()
+	d := daemontest.Start(t, daemontest.Options{})
+	c := apiClient(t, d)
+	publishData(t, c, "s", "t:n", 1, 5)
+	publishData(t, c, "other", "t:n", 1, 1)
+	for _, args := range [][]string{
+		{"--consumer", "a", "--ack", "explicit", "--count", "2"},
+		{"--consumer", "b", "--count", "5"},
+	} {
+		if r := runBin(t, "", append([]string{"events", "--socket", d.Socket, "--session", "s"}, args...)...); r.code != exitOK {
+			t.Fatalf("events %v: exit %d, stderr %q", args, r.code, r.stderr)
+		}
+	}
+	// b, auto, is stored when its stream ends.
+	bustest.Eventually(t, e2eWait, "consumer b to be stored through 5", func() bool {
+		cs, _ := consumerOf(t, c, "s", "b")
+		return cs.AckedID == 5
+	})
+
+	var status struct {
+		Status struct{ Consumers int } `json:"status"`
+	}
+	if r := runBin(t, "", "status", "--socket", d.Socket, "--json"); r.code != exitOK || json.Unmarshal([]byte(r.stdout), &status) != nil || status.Status.Consumers != 2 {
+		t.Errorf("status --json: exit %d, consumers %d, want 2: %s", r.code, status.Status.Consumers, r.stdout)
+	}
+	var show struct {
+		Consumers    int
+		ConsumerList []struct {
+			Name    string
+			AckedID uint64
+			Pending uint64
+		}
+	}
+	r := runBin(t, "", "session", "show", "--socket", d.Socket, "s", "--json")
+	if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &show) != nil {
+		t.Fatalf("session show s --json: exit %d, stdout %q", r.code, r.stdout)
+	}
+	if got := fmt.Sprintf("%d %+v", show.Consumers, show.ConsumerList); got != "2 [{Name:a AckedID:2 Pending:3} {Name:b AckedID:5 Pending:0}]" {
+		t.Errorf("session show s --json: consumers %s, want 2: a through 2 with 3 pending, b through 5", got)
+	}
+
+	code, body := d.Do(t, "GET", "/metrics", "")
+	if code != 200 {
+		t.Fatalf("/metrics: %d", code)
+	}
+	metric := func(name string) string {
+		for l := range strings.Lines(string(body)) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(l), name+" "); ok {
+				return v
+			}
+		}
+		return "absent"
+	}
+	if got := metric("localbus_consumers"); got != "2" {
+		t.Errorf("localbus_consumers %s, want 2", got)
+	}
+	if got := metric("localbus_consumer_pending_events"); got != "3" {
+		t.Errorf("localbus_consumer_pending_events %s, want 3 (a's)", got)
+	}
+	if got := metric("localbus_consumer_acks_total"); got != "1" && got != "2" {
+		t.Errorf("localbus_consumer_acks_total %s, want 1 or 2 (a's acks of 1 and 2, which may share one)", got)
+	}
+	if strings.Contains(string(body), `consumer="`) {
+		t.Error("/metrics labels something by consumer name")
+	}
+}
+
+// TestEventsExecStoppedStopsTheHandler: SIGTERM to the command (what
+// systemctl stop sends) reaches the processes of the handler it runs, and
+// the command exits 0. The interrupted event is acknowledged only if the
+// handler's shell still exited 0 (a shell that runs its last command in
+// its own place does; one that waits for it dies of the signal), so the
+// next run handles it again or goes on after it: at least once, in order.
+func TestEventsExecStoppedStopsTheHandler(t *testing.T) {
+	t.Parallel()
+	d := daemontest.Start(t, daemontest.Options{})
+	c := apiClient(t, d)
+	dir := t.TempDir()
+	handler := filepath.Join(dir, "handler")
+	script := fmt.Sprintf(`#!/bin/sh
+dir=%q
+trap 'echo "$LOCALBUS_EVENT_ID term" >>"$dir/log"; exit 0' TERM
+echo "$LOCALBUS_EVENT_ID run" >>"$dir/log"
+[ "$LOCALBUS_EVENT_ID" = 2 ] && [ ! -e "$dir/started" ] || { echo "$LOCALBUS_EVENT_ID ok" >>"$dir/log"; exit 0; }
+: >"$dir/started"
+sleep 300 &
+wait
+`, dir)
+	if err := os.WriteFile(handler, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	publishData(t, c, "s", "t:n", 1, 3)
+	// Through a shell of its own: the handler is a grandchild of the
+	// command.
+	p := startBin(t, "events", "--socket", d.Socket, "--session", "s", "--consumer", "h", "--exec", "sh "+handler)
+	bustest.Eventually(t, e2eWait, "the handler to start on event 2", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "started"))
+		return err == nil
+	})
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.exitCode(t); code != exitOK {
+		t.Fatalf("events --exec exit %d on SIGTERM, want 0", code)
+	}
+	if _, _, log := handlerLog(t, dir); log != "1 run\n1 ok\n2 run\n2 term\n" {
+		t.Fatalf("handler log %q, want event 1 done, and 2 stopped", log)
+	}
+	cs, _ := consumerOf(t, c, "s", "h")
+	if cs.AckedID != 1 && cs.AckedID != 2 {
+		t.Fatalf("consumer %+v, want acknowledged through 1, or 2 if the shell exited 0", cs)
+	}
+	r := runBin(t, "", "events", "--socket", d.Socket, "--session", "s", "--consumer", "h", "--exec", "sh "+handler, "--count", strconv.Itoa(int(3-cs.AckedID)))
+	if r.code != exitOK {
+		t.Fatalf("events --exec again: exit %d, stderr %q", r.code, r.stderr)
+	}
+	runs, oks, log := handlerLog(t, dir)
+	wantRuns := []int{1, 2, 3}
+	if cs.AckedID == 1 {
+		wantRuns = []int{1, 2, 2, 3}
+	}
+	if fmt.Sprint(runs) != fmt.Sprint(wantRuns) || fmt.Sprint(oks[len(oks)-1]) != "3" {
+		t.Errorf("handler log %q, want runs %v and event 3 done last", log, wantRuns)
+	}
+}

@@ -64,8 +64,12 @@ func (f *follower) run(ctx context.Context, fr client.Frame) error {
 // runOnce runs CMD once for the event and reports whether it exited 0,
 // and if not, why, in words. err is set when CMD cannot be started.
 func (f *follower) runOnce(ctx context.Context, fr client.Frame, attempt int) (ok bool, why string, err error) {
-	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", f.exec)
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd := exec.Command("/bin/sh", "-c", f.exec)
+	// Its own process group, so that stopping it reaches what the shell
+	// started too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Output a process CMD left running keeps open delays Wait at most
+	// this long.
 	cmd.WaitDelay = execGrace
 	cmd.Stdin = bytes.NewReader(append(fr.Raw[:len(fr.Raw):len(fr.Raw)], '\n'))
 	cmd.Stdout, cmd.Stderr = f.out, f.errw
@@ -79,9 +83,14 @@ func (f *follower) runOnce(ctx context.Context, fr client.Frame, attempt int) (o
 	if err := cmd.Start(); err != nil {
 		return false, "", exitError{exitUsage, fmt.Errorf("--exec: cannot run /bin/sh: %v", err)}
 	}
+	exited, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		stopGroup(ctx, cmd.Process.Pid, exited)
+	}()
 	cmd.Wait()
-	// Wait's error may be ctx's although CMD exited 0 on SIGTERM: the
-	// state says how it ended.
+	close(exited)
+	<-stopped
 	st := cmd.ProcessState
 	if st.Success() {
 		return true, "", nil
@@ -101,6 +110,30 @@ func (f *follower) runOnce(ctx context.Context, fr client.Frame, attempt int) (o
 		return false, fmt.Sprintf("exited %d (a process it ran was killed by %s)", code, unix.SignalName(syscall.Signal(code-128))), nil
 	}
 	return false, fmt.Sprintf("exited %d", code), nil
+}
+
+// stopGroup sends the process group pgid SIGTERM once ctx is done, and
+// SIGKILL execGrace later, until exited is closed (the group's leader,
+// CMD's shell, was waited for: its id may be reused from then on).
+func stopGroup(ctx context.Context, pgid int, exited <-chan struct{}) {
+	select {
+	case <-exited:
+		return
+	case <-ctx.Done():
+	}
+	select {
+	case <-exited:
+		return // both were ready: the group may be gone
+	default:
+	}
+	syscall.Kill(-pgid, syscall.SIGTERM)
+	t := time.NewTimer(execGrace)
+	defer t.Stop()
+	select {
+	case <-exited:
+	case <-t.C:
+		syscall.Kill(-pgid, syscall.SIGKILL)
+	}
 }
 
 // A syncWriter serializes the writes of the command's goroutines (the
