@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -47,6 +50,22 @@ func drawSessionList(t *rapid.T) wire.SessionList {
 // members it does not know), and gets what encoding/json gets.
 func TestSessionListReadsAsEncodingJSONReadsIt(t *testing.T) {
 	t.Parallel()
+	// The reader names each field it reads: a field added to the wire
+	// types must be added to it (and to drawSessionList).
+	for typ, names := range map[reflect.Type][]string{
+		reflect.TypeFor[wire.SessionList]():    listNames,
+		reflect.TypeFor[wire.SessionInfo]():    sessionNames,
+		reflect.TypeFor[wire.RingInfo]():       ringNames,
+		reflect.TypeFor[wire.DurabilityInfo](): durabilityNames,
+	} {
+		var tags []string
+		for f := range typ.Fields() {
+			tags = append(tags, strings.Split(f.Tag.Get("json"), ",")[0])
+		}
+		if !slices.Equal(tags, names) {
+			t.Errorf("%v has the members %v; readSessionList reads %v", typ, tags, names)
+		}
+	}
 	rapid.Check(t, func(t *rapid.T) {
 		l := drawSessionList(t)
 		body, err := json.Marshal(l)
