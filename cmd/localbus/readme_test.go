@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -184,4 +186,128 @@ func knownCommandAndFlags(cmds []*cli.Command, args []string) error {
 		}
 	}
 	return nil
+}
+
+// shellLines returns the lines of the README's ```sh blocks, a line ending
+// in a backslash or a pipe joined to the next, as a shell reads them.
+func shellLines(readme string) []string {
+	var lines []string
+	for _, m := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(readme, -1) {
+		cont := ""
+		for _, line := range strings.Split(strings.TrimRight(m[1], "\n"), "\n") {
+			line = cont + line
+			trimmed := strings.TrimSpace(command(line))
+			if strings.HasSuffix(trimmed, "\\") || strings.HasSuffix(trimmed, "|") {
+				cont = strings.TrimSuffix(trimmed, "\\") + " "
+				continue
+			}
+			cont = ""
+			lines = append(lines, line)
+		}
+	}
+	return lines
+}
+
+// pipeline splits a shell line, without its comment, at the pipes that
+// are not quoted, and returns each stage's words (quotes kept).
+func pipeline(line string) [][]string {
+	var stages [][]string
+	var quote rune
+	start := 0
+	line = command(line)
+	for i, r := range line {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			}
+		case r == '\'' || r == '"':
+			quote = r
+		case r == '|':
+			stages = append(stages, strings.Fields(line[start:i]))
+			start = i + 1
+		}
+	}
+	return append(stages, strings.Fields(line[start:]))
+}
+
+// TestReadmeShellLinesRunCommandsThatExist pastes, in thought, every line
+// of the README's shell blocks: a stage of a pipeline that runs localbus
+// names a command and flags the binary has, and no stage starts with the
+// name of a localbus command, which a shell would run as a program of its
+// own (a synopsis such as "localbus session create|list" pasted as written).
+func TestReadmeShellLinesRunCommandsThatExist(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := newApp(io.Discard, io.Discard)
+	names := map[string]bool{}
+	var collect func([]*cli.Command)
+	collect = func(cmds []*cli.Command) {
+		for _, c := range cmds {
+			for _, n := range c.Names() {
+				names[n] = true
+			}
+			collect(c.Subcommands)
+		}
+	}
+	collect(app.Commands)
+	checked := 0
+	for _, line := range shellLines(string(readme)) {
+		for i, words := range pipeline(line) {
+			if len(words) > 0 && words[0] == "sudo" {
+				words = words[1:]
+			}
+			if len(words) == 0 {
+				continue
+			}
+			switch {
+			case filepath.Base(words[0]) == "localbus":
+				checked++
+				if len(words) > 1 && words[1] == "help" {
+					words = words[1:] // localbus help COMMAND
+				}
+				if err := knownCommandAndFlags(app.Commands, words[1:]); err != nil {
+					t.Errorf("%q: %v", line, err)
+				}
+			case i > 0 && names[words[0]]:
+				t.Errorf("%q: a shell runs %q as a program of its own: a localbus command goes on a line of its own", line, words[0])
+			}
+		}
+	}
+	if checked < 20 {
+		t.Errorf("checked %d localbus commands in the README's shell blocks, want at least 20", checked)
+	}
+}
+
+// TestReadmeNamesThePackagesScriptsTestInstalls pins the README's list of
+// the Debian packages scripts/test installs to the packages the script
+// checks for (its "need PACKAGE CHECK" lines), so a newcomer can install
+// them beforehand, or know what the script will ask for.
+func TestReadmeNamesThePackagesScriptsTestInstalls(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile(filepath.Join(repoRoot, "scripts", "test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var need []string
+	for _, m := range regexp.MustCompile(`(?m)^\s*need ([a-z0-9.+-]+) `).FindAllStringSubmatch(string(script), -1) {
+		if !slices.Contains(need, m[1]) {
+			need = append(need, m[1])
+		}
+	}
+	m := regexp.MustCompile("the Debian packages `([^`]+)`").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README's Test it names no Debian packages (\"the Debian packages `…`\")")
+	}
+	listed := strings.Fields(string(m[1]))
+	slices.Sort(need)
+	slices.Sort(listed)
+	if len(need) < 5 || !slices.Equal(need, listed) {
+		t.Errorf("README lists the packages %q; scripts/test checks for %q", listed, need)
+	}
 }

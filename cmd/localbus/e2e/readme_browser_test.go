@@ -41,7 +41,8 @@ func readmeJSBlock(t *testing.T, want string) string {
 // TestReadmeBrowserSnippetsResumeAcrossAReloadAndARestart runs the
 // README's browser WebSocket and EventSource snippets, as written but for
 // the key and the address, side by side in one page in headless chromium,
-// each with a console.log that reports to the test. The test publishes,
+// each in a scope of its own, as if pasted alone (each defines its key),
+// with a console.log that reports to the test. The test publishes,
 // reloads the daemon and publishes while the snippets reconnect; then it
 // stops the daemon, waits until each snippet has failed to reach it at
 // least once (a ticket request for the EventSource one, a WebSocket for the
@@ -102,10 +103,11 @@ window.onunhandledrejection = (e) => { report({kind: 'error', message: String(e.
 `)
 	for _, name := range []string{"ws", "es"} {
 		code := strings.ReplaceAll(snippets[name], "127.0.0.1:8001", front.addr)
-		code = strings.ReplaceAll(code, "'lb_…'", string(key))
-		if name == "es" {
-			code = "const key = " + string(key) + ";\n" + code // the README's WebSocket block defines it
+		// Each block is pasted on its own, so each defines the key it uses.
+		if !strings.Contains(code, "const key = 'lb_…';") {
+			t.Fatalf("the README's %s block does not define its key (const key = 'lb_…';): pasted on its own it cannot run", name)
 		}
+		code = strings.ReplaceAll(code, "'lb_…'", string(key))
 		fmt.Fprintf(&b, `<script>
 (() => {
 const console = {
