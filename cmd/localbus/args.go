@@ -16,13 +16,16 @@ import (
 // value keeps it ("--since 0", "--types=a,b"), and a one-letter flag
 // joined to its value is split ("-n5" becomes "-n 5"). A flag the command does not
 // know is moved too, so that it is reported as unknown rather than taken for
-// an argument. args[0] is the program name. args are returned unchanged
+// an argument. Flags given before the command, "localbus --socket S
+// status", are the command's too (localbus itself has only --help and
+// --version). args[0] is the program name. args are returned unchanged
 // when they name no command, a command that parses its own flags, or end
 // in a flag that lacks its value.
 func reorderArgs(app *cli.App, args []string) []string {
 	if len(args) < 2 || args[len(args)-1] == "--generate-bash-completion" {
 		return args // shell completion looks for its flag at the end
 	}
+	args = leadingFlagsAfterCommand(app, args)
 	var cmd *cli.Command
 	cmds := app.Commands
 	i := 1
@@ -72,6 +75,63 @@ func reorderArgs(app *cli.App, args []string) []string {
 		out = append(out, "--")
 	}
 	return append(out, rest...)
+}
+
+// leadingFlagsAfterCommand moves the flags that come before the command
+// path in args to just after it: "localbus --socket S session show ID"
+// becomes "localbus session show --socket S ID". Whether a leading flag
+// takes a value is what any command's flag of that name does, unless the
+// word after it names a command. args are returned unchanged when they
+// start with no flag, with one of localbus's own (--help, --version), or
+// when no command follows the flags.
+func leadingFlagsAfterCommand(app *cli.App, args []string) []string {
+	own := flagValues(app.Flags)
+	own["help"], own["h"] = false, false // the flags urfave/cli adds
+	own["version"], own["v"] = false, false
+	takesValue := map[string]bool{}
+	for _, f := range allFlags(app.Commands) {
+		for n, v := range flagValues([]cli.Flag{f}) {
+			takesValue[n] = takesValue[n] || v
+		}
+	}
+	i := 1
+	for ; i < len(args); i++ {
+		a := args[i]
+		if len(a) < 2 || a[0] != '-' || a == "--" {
+			break
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if _, ok := own[name]; ok {
+			return args
+		}
+		if !hasValue && takesValue[name] && i+1 < len(args) && findCommand(app.Commands, args[i+1]) == nil {
+			i++
+		}
+	}
+	if i == 1 || i == len(args) || findCommand(app.Commands, args[i]) == nil {
+		return args
+	}
+	end := i
+	for cmds := app.Commands; end < len(args); end++ {
+		c := findCommand(cmds, args[end])
+		if c == nil {
+			break
+		}
+		cmds = c.Subcommands
+	}
+	out := append([]string{args[0]}, args[i:end]...)
+	out = append(out, args[1:i]...)
+	return append(out, args[end:]...)
+}
+
+// allFlags returns the flags of cmds and of their subcommands.
+func allFlags(cmds []*cli.Command) []cli.Flag {
+	var flags []cli.Flag
+	for _, c := range cmds {
+		flags = append(flags, c.Flags...)
+		flags = append(flags, allFlags(c.Subcommands)...)
+	}
+	return flags
 }
 
 // joinedShort splits a one-letter flag joined to its value, "-n5", into

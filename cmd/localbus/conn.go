@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -96,11 +97,13 @@ func callDaemon(c *cli.Context, call func(ctx context.Context, cl *client.Client
 
 // onUsageError makes a command-line mistake of the command c a
 // usageError: run prints it with one line pointing at the command's help,
-// and exits 1. An unknown flag gets a did-you-mean.
+// and exits 1. An unknown flag gets a did-you-mean: among the command's
+// flags, or before any command among every command's (they may come first).
 func onUsageError(c *cli.Context, err error, _ bool) error {
 	ue := usageError{err: err}
-	flags := c.App.Flags
-	if c.Command != nil && c.Command.Name != "" {
+	flags := slices.Concat(c.App.Flags, allFlags(c.App.Commands))
+	// localbus itself runs as a command named after the app.
+	if c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
 		ue.cmd = c.Command.HelpName
 		flags = c.Command.Flags
 	}

@@ -27,6 +27,11 @@ func TestFlagsMayComeAfterTheArguments(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &info); err != nil || info.ID != "s1" {
 		t.Fatalf("session show s1 --json: stdout %q (%v), want the session as JSON", r.stdout, err)
 	}
+	// or before the command, as docker -H and systemctl --user take theirs.
+	r = runBin(t, "", "--socket", d.Socket, "session", "show", "s1", "--json")
+	if r.code != exitOK || !strings.Contains(r.stdout, `"id":"s1"`) {
+		t.Fatalf("--socket S session show s1 --json: exit %d, stdout %q, stderr %q; want the session as JSON", r.code, r.stdout, r.stderr)
+	}
 	// A value that looks like a flag stays an argument after "--", and
 	// "-" is stdin wherever it stands.
 	if r := runBin(t, "", "publish", "--session", "s1", "n:neg", "--socket", d.Socket, "--", "-5"); r.code != exitOK {
@@ -58,6 +63,8 @@ func TestUsageErrorsAreOneLineAndAPointerToHelp(t *testing.T) {
 		{"mistyped flag", []string{"events", "--sesion", "x"}, `unknown flag --sesion (did you mean "--session"?)`, "localbus events"},
 		{"mistyped flag after an argument", []string{"session", "show", "x", "--jsn"}, `unknown flag --jsn (did you mean "--json"?)`, "localbus session show"},
 		{"unknown flag", []string{"status", "--frobnicate"}, "unknown flag --frobnicate\n", "localbus status"},
+		{"unknown flag before the command", []string{"--frobnicate", "status"}, "unknown flag --frobnicate\n", "localbus status"},
+		{"mistyped flag before the command", []string{"--sokcet", "/s", "status"}, `unknown flag --sokcet (did you mean "--socket"?)`, "localbus"},
 		{"unknown flag of a command group", []string{"keys", "--frobnicate"}, "unknown flag --frobnicate\n", "localbus keys"},
 		{"mistyped flag of a subcommand", []string{"systemd", "print", "--usr"}, `unknown flag --usr (did you mean "--user"?)`, "localbus systemd print"},
 		{"missing argument", []string{"session", "show"}, "missing arguments: want one session ID", "localbus session show"},
@@ -147,6 +154,17 @@ func TestReorderArgsMovesOnlyTheLastCommandsFlags(t *testing.T) {
 		{"session show ID --generate-bash-completion", "session show ID --generate-bash-completion"},
 		{"--help session", "--help session"},
 		{"unknown a --b", "unknown a --b"},
+		// Flags before the command are the command's.
+		{"--socket S session show ID", "session show --socket S ID"},
+		{"--socket=S session show ID --json", "session show --socket=S --json ID"},
+		{"-S S --json session show ID", "session show -S S --json ID"},
+		{"--json session show ID", "session show --json ID"},
+		{"--frob session show ID", "session show --frob ID"},
+		{"--socket session show", "session show --socket"},
+		{"--socket S", "--socket S"},
+		{"--socket S unknown", "--socket S unknown"},
+		{"--version session", "--version session"},
+		{"-h session show", "-h session show"},
 	}
 	for _, tt := range tests {
 		got := reorderArgs(app, append([]string{"localbus"}, strings.Fields(tt.in)...))
