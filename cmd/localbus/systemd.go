@@ -31,7 +31,7 @@ func systemdCommand() *cli.Command {
 			return nil, "", err
 		}
 		if problem = systemd.BinaryProblem(us, bin); problem != "" {
-			problem += "; " + binaryHint(bin, c.Command.Name, c.Bool("user"), c.String("dir"))
+			problem += "; " + binaryHint(bin, c.Command.Name, c.Bool("user"), c.String("dir"), unusableHome(us, c.Bool("user")))
 		}
 		return us, problem, nil
 	}
@@ -111,11 +111,27 @@ func systemdCommand() *cli.Command {
 	}
 }
 
+// unusableHome returns the home directory when the per-user service of
+// units could not run a binary in ~/.local/bin either (the home is in a
+// temporary directory), else "".
+func unusableHome(us []systemd.Unit, user bool) string {
+	if !user {
+		return ""
+	}
+	home, err := os.UserHomeDir()
+	if err != nil || systemd.BinaryProblem(us, filepath.Join(home, ".local", "bin", "localbus")) == "" {
+		return ""
+	}
+	return home
+}
+
 // binaryHint says how to put the binary where the service of command
 // ("print" or "install") can run it, and how to name it there: a user
-// directory for the per-user service, /usr/local/bin for the system one.
+// directory for the per-user service, /usr/local/bin for the system one;
+// or, when that user directory is in a home the service could not run a
+// binary from either (home, "" when it can), to name one outside it.
 // The command it suggests keeps --user and --dir as they were given.
-func binaryHint(bin, command string, user bool, dir string) string {
+func binaryHint(bin, command string, user bool, dir, home string) string {
 	dest, install, flags := "/usr/local/bin/localbus", "install -m 0755 "+shellWord(bin)+" /usr/local/bin/", ""
 	if user {
 		// The shell expands ~ at the start of each word, so both lines paste as they are.
@@ -125,6 +141,11 @@ func binaryHint(bin, command string, user bool, dir string) string {
 	}
 	if dir != "" {
 		flags += " --dir " + shellWord(dir)
+	}
+	if home != "" {
+		return fmt.Sprintf("your home directory, %s, is in a temporary directory too, so ~/.local/bin would not do either: "+
+			"install a binary outside it, then name it:\n"+
+			"  localbus systemd %s%s --binary PATH", shellWord(home), command, flags)
 	}
 	return fmt.Sprintf("install the binary where the service can run it, then name it:\n"+
 		"  %s\n"+

@@ -156,6 +156,45 @@ func TestSystemdInstallRefusesABinaryInATemporaryDirectory(t *testing.T) {
 	}
 }
 
+// A home in a temporary directory (HOME=/tmp/…) makes ~/.local/bin no
+// better than where the binary is: the refusal says so and asks for a
+// binary outside it, rather than to install it where it already is.
+func TestSystemdInstallUserWithAHomeInATemporaryDirectory(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", "")
+	bin := filepath.Join(home, ".local", "bin", "localbus")
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr strings.Builder
+	code := run(t.Context(), []string{"localbus", "systemd", "install", "--user", "--binary", bin}, &stdout, &stderr)
+	if code != exitUsage {
+		t.Errorf("systemd install --user --binary %s: exit %d, want %d", bin, code, exitUsage)
+	}
+	says := []string{"your home directory, " + home + ", is in a temporary directory too",
+		"localbus systemd install --user --binary PATH\n", "--force"}
+	for _, want := range says {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr %q does not say %q", stderr.String(), want)
+		}
+	}
+	if strings.Contains(stderr.String(), "install -D") {
+		t.Errorf("stderr %q suggests installing the binary where it is", stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(home, ".config", "systemd")); !os.IsNotExist(err) {
+		t.Errorf("refused install left units behind (%v)", err)
+	}
+
+	// A home the service can run from gets the usual hint.
+	if got := binaryHint(bin, "install", true, "", ""); !strings.Contains(got, "install -D -m 0755 ") {
+		t.Errorf("binaryHint with a usable home = %q, want the install line", got)
+	}
+}
+
 func TestShellWordQuotesOnlyWhatNeedsIt(t *testing.T) {
 	for in, want := range map[string]string{
 		"/usr/local/bin/localbus":          "/usr/local/bin/localbus",
