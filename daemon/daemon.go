@@ -278,7 +278,8 @@ func (d *Daemon) handlerSettings(cfg Config, auth *ipc.Auth) ipc.Settings {
 		KeysFile:             absPath(cfg.KeysFile),
 		Caps: wire.Limits{
 			RingSize: cfg.RingSize, RingMaxBytes: cfg.RingMaxBytes, MaxQueued: cfg.MaxQueued,
-			MaxQueuedBytes: cfg.MaxQueuedBytes, MaxSubscribers: cfg.MaxSubscribers, MaxSessions: cfg.MaxSessions,
+			MaxQueuedBytes: cfg.MaxQueuedBytes, MaxSubscribers: cfg.MaxSubscribers, MaxConsumers: cfg.MaxConsumers,
+			MaxSessions: cfg.MaxSessions,
 		},
 	}
 }

@@ -254,7 +254,7 @@ func TestCaps(t *testing.T) {
 		Version: "1.2.3-test",
 		Settings: ipc.Settings{
 			MaxEventBytes: 4096,
-			Caps:          wire.Limits{RingSize: 100, RingMaxBytes: 1 << 20, MaxQueued: 64, MaxQueuedBytes: 1 << 16, MaxSubscribers: 8, MaxSessions: 10},
+			Caps:          wire.Limits{RingSize: 100, RingMaxBytes: 1 << 20, MaxQueued: 64, MaxQueuedBytes: 1 << 16, MaxSubscribers: 8, MaxConsumers: 5, MaxSessions: 10},
 		},
 	}})
 	r := srv.Do(t, http.MethodGet, "/api/v1/caps", nil, nil)
@@ -272,7 +272,7 @@ func TestCaps(t *testing.T) {
 		}
 	}
 	want := wire.Limits{
-		RingSize: 100, RingMaxBytes: 1 << 20, MaxQueued: 64, MaxQueuedBytes: 1 << 16, MaxSubscribers: 8, MaxSessions: 10,
+		RingSize: 100, RingMaxBytes: 1 << 20, MaxQueued: 64, MaxQueuedBytes: 1 << 16, MaxSubscribers: 8, MaxConsumers: 5, MaxSessions: 10,
 		MaxEventBytes: 4096, MaxBatch: 1000, MinMaxQueued: 16, MaxMaxQueued: 2048, KeepaliveMs: 15000,
 	}
 	if diff := cmp.Diff(want, caps.Limits); diff != "" {

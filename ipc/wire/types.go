@@ -135,6 +135,7 @@ type Limits struct {
 	MaxQueued      int   `json:"maxQueued"`
 	MaxQueuedBytes int64 `json:"maxQueuedBytes"`
 	MaxSubscribers int   `json:"maxSubscribers"`
+	MaxConsumers   int   `json:"maxConsumers"`
 	MaxSessions    int   `json:"maxSessions"`
 	MaxEventBytes  int64 `json:"maxEventBytes"`
 	MaxBatch       int   `json:"maxBatch"`
