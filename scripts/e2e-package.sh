@@ -4,7 +4,8 @@
 # dpkg -i (with a policy-rc.d that lets nothing start), the installed
 # binary, man pages, units, enabled socket and completions, then dpkg -P,
 # which must leave none of the package's files; the .rpm must list the same
-# files, and the arm64 binary must be an ELF for aarch64.
+# files, its scriptlets must call what rpm-based systems expect (run with
+# stubs), and the arm64 binary must be an ELF for aarch64.
 #
 # It installs a package, so it needs root. It refuses (not ok) to run where a
 # localbus package or /usr/bin/localbus is already there, or localbus units
@@ -262,5 +263,52 @@ for arch in amd64 arm64; do
   cmp -s "$tmp/deb.files" "$tmp/rpm.files" || fail "rpm -qpl $arch differs from the .deb's files: $(diff "$tmp/deb.files" "$tmp/rpm.files")"
 done
 ok "rpm -qpl on both .rpm lists the .deb's $(wc -l <"$tmp/deb.files") files but the Debian changelog"
+
+# The .rpm's scriptlets, as rpm would run them (sh, $1 the count rpm
+# passes), with stubs for the programs they call that write down what they
+# were asked, and a directory of the test's own for /run/systemd/system (no
+# rpm-based system here to install it on).
+rpm_script() { # $1: POSTIN, PREUN or POSTUN
+  rpm -qp --qf "%{$1}" "$tmp/dist/localbus_${version}_amd64.rpm" 2>/dev/null
+}
+stubs=$tmp/stubs
+mkdir -p "$stubs"
+for prog in systemctl systemd-sysusers groupadd getent; do
+  printf '#!/bin/sh\necho "%s $*" >>"%s/calls"\n%s\n' "$prog" "$tmp" "$([ "$prog" = getent ] && echo 'exit 2' || echo 'exit 0')" >"$stubs/$prog"
+  chmod +x "$stubs/$prog"
+done
+# run_scriptlet TAG ARG SYSTEMD [PROG...]: the calls the scriptlet makes
+# with only PROGs (default all) in PATH, and /run/systemd/system present
+# when SYSTEMD is 1.
+run_scriptlet() {
+  local tag=$1 arg=$2 systemd=$3 bin=$tmp/bin.$RANDOM
+  shift 3
+  mkdir -p "$bin"
+  for prog in "${@:-systemctl systemd-sysusers groupadd getent}"; do
+    for q in $prog; do ln -sf "$stubs/$q" "$bin/$q"; done
+  done
+  local sysdir=$tmp/run-systemd-system
+  rm -rf "$sysdir"
+  [ "$systemd" = 1 ] && mkdir -p "$sysdir"
+  : >"$tmp/calls"
+  rpm_script "$tag" | sed "s#/run/systemd/system#$sysdir#g" >"$tmp/scriptlet"
+  PATH=$bin /bin/sh -e "$tmp/scriptlet" "$arg" || fail "the .rpm's $tag scriptlet exits $? with \$1=$arg"
+  tr '\n' ';' <"$tmp/calls"
+}
+expect_calls() { # what, got, want
+  [ "$2" = "$3" ] || fail "the .rpm's $1 calls '$2', want '$3'"
+}
+for tag in POSTIN PREUN POSTUN; do
+  [ -n "$(rpm_script $tag)" ] || fail "the .rpm has no $tag scriptlet"
+done
+expect_calls "%post on install" "$(run_scriptlet POSTIN 1 1)" "systemd-sysusers localbus.conf;systemctl daemon-reload;systemctl preset localbus.socket;"
+expect_calls "%post on upgrade" "$(run_scriptlet POSTIN 2 1)" "systemd-sysusers localbus.conf;systemctl daemon-reload;"
+expect_calls "%post without systemd running" "$(run_scriptlet POSTIN 1 0)" "systemd-sysusers localbus.conf;"
+expect_calls "%post without systemd-sysusers" "$(run_scriptlet POSTIN 1 0 getent groupadd)" "getent group localbus;groupadd -r localbus;"
+expect_calls "%preun on erase" "$(run_scriptlet PREUN 0 1)" "systemctl --no-reload disable --now localbus.socket localbus.service;"
+expect_calls "%preun on upgrade" "$(run_scriptlet PREUN 1 1)" ""
+expect_calls "%postun on erase" "$(run_scriptlet POSTUN 0 1)" "systemctl daemon-reload;"
+expect_calls "%postun on upgrade" "$(run_scriptlet POSTUN 1 1)" "systemctl daemon-reload;systemctl try-restart localbus.service;"
+ok "the .rpm's %post, %preun and %postun, run with stubs: sysusers (or groupadd), daemon-reload, preset on install, disable --now on erase, try-restart on upgrade"
 
 echo "# e2e-package: $pass ok in $(($(date +%s) - start))s"
