@@ -124,13 +124,26 @@ func leadingFlagsAfterCommand(app *cli.App, args []string) []string {
 	return append(out, args[end:]...)
 }
 
-// allFlags returns the flags of cmds and of their subcommands.
+// allFlags returns the flags of cmds and of their subcommands, each
+// command once. The tree may hold a cycle: urfave/cli appends its shared
+// help command to the subcommands of every command it runs, the help
+// command itself included, so once "localbus help" has run in a process the
+// help command is its own subcommand.
 func allFlags(cmds []*cli.Command) []cli.Flag {
 	var flags []cli.Flag
-	for _, c := range cmds {
-		flags = append(flags, c.Flags...)
-		flags = append(flags, allFlags(c.Subcommands)...)
+	seen := map[*cli.Command]bool{}
+	var walk func([]*cli.Command)
+	walk = func(cmds []*cli.Command) {
+		for _, c := range cmds {
+			if seen[c] {
+				continue
+			}
+			seen[c] = true
+			flags = append(flags, c.Flags...)
+			walk(c.Subcommands)
+		}
 	}
+	walk(cmds)
 	return flags
 }
 

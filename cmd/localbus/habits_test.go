@@ -122,6 +122,23 @@ func TestHelpCommandPrintsTheHelp(t *testing.T) {
 	}
 }
 
+// urfave/cli makes its shared help command its own subcommand when it
+// runs it; the flags moved before a command, and the did-you-mean of a
+// usage error, walk every command's flags and must still end.
+func TestUsageErrorsAfterHelpRanInTheSameProcess(t *testing.T) {
+	if r := runCLI(t, "help"); r.code != exitOK {
+		t.Fatalf("localbus help: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r := runCLI(t, "--sokcet", "/nonexistent", "status")
+	if r.code != exitUsage || !strings.Contains(r.stderr, `unknown flag --sokcet (did you mean "--socket"?)`) {
+		t.Errorf("localbus --sokcet PATH status after help: exit %d, stderr %q; want the did-you-mean", r.code, r.stderr)
+	}
+	r = runCLI(t, "keys", "add", "--name", "ci")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "needs --name NAME and at least one --scope SCOPE") {
+		t.Errorf("localbus keys add --name ci after help: exit %d, stderr %q; want the usage error", r.code, r.stderr)
+	}
+}
+
 func TestVersionCommandAndFlagPrintTheSameLine(t *testing.T) {
 	t.Parallel()
 	cmd := runBin(t, "", "version")
