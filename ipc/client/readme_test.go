@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -39,18 +40,51 @@ func TestReadmeGoExampleRunsOnTheSocketOfLocalbusSocket(t *testing.T) {
 	if !regexp.MustCompile(`"github.com/localbus/localbus/ipc/client"`).Match(m[1]) {
 		t.Errorf("README's Go example does not import the client package:\n%s", m[1])
 	}
-	dir := t.TempDir()
-	main := filepath.Join(dir, "main.go")
-	if err := os.WriteFile(main, m[1], 0o644); err != nil {
+	// The module the README sets up: main.go in a directory beside a
+	// checkout named localbus, then the README's commands in it, "go run ."
+	// replaced by go vet and go build.
+	setup := regexp.MustCompile("(?s)```sh\n([^`]*go mod edit[^`]*)```").FindSubmatch(b)
+	if setup == nil {
+		t.Fatal("README has no ```sh block with go mod edit")
+	}
+	if bytes.Index(b, setup[0]) < bytes.Index(b, m[0]) {
+		t.Error("README's Go setup comes before the program: go mod tidy before main.go is there drops the requirement")
+	}
+	top := t.TempDir()
+	if err := os.Symlink(root, filepath.Join(top, "localbus")); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(top, "follow")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), m[1], 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	for _, args := range [][]string{{"vet", main}, {"build", "-o", filepath.Join(dir, "example"), main}} {
-		cmd := exec.CommandContext(ctx, goTool, args...)
-		cmd.Dir = root
+	var lines []string
+	ran := false
+	for _, line := range strings.Split(string(setup[1]), "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		switch line = strings.TrimSpace(line); line {
+		case "":
+		case "go run .":
+			ran = true
+			lines = append(lines, "go vet .", "go build -o example .")
+		default:
+			lines = append(lines, line)
+		}
+	}
+	if !ran || len(lines) < 4 {
+		t.Fatalf("README's Go setup does not end in go run .:\n%s", setup[1])
+	}
+	for _, line := range lines {
+		cmd := exec.CommandContext(ctx, "sh", "-c", line)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(goTool)+string(os.PathListSeparator)+os.Getenv("PATH"))
 		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go %s of the README's Go example: %v\n%s\n%s", args[0], err, out, m[1])
+			t.Fatalf("%s, in a directory beside the checkout with the README's Go example as main.go: %v\n%s", line, err, out)
 		}
 	}
 
