@@ -143,8 +143,12 @@ func unreachableText(path string, dialErr error) string {
 	if len(tried) > 1 {
 		text = "tried " + strconv.Itoa(len(tried)) + " sockets: " + text
 	}
-	if allMissing || errors.Is(dialErr, syscall.ECONNREFUSED) {
+	switch {
+	case allMissing || errors.Is(dialErr, syscall.ECONNREFUSED):
 		text += "; is it running? (start it with 'localbus serve', or point --socket or --url at it)"
+	case len(tried) > 1 && tried[0].missing():
+		// A user with no daemon of their own, kept out of the system's.
+		text += "; or run a daemon of your own: 'localbus serve'"
 	}
 	return text
 }

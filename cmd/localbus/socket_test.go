@@ -150,7 +150,8 @@ func TestNonRootCLIFallsBackToTheSystemSocket(t *testing.T) {
 // whose own socket does not exist, with a "system daemon" (in the test's
 // directory) that this user may not reach: the error names both sockets,
 // that the user's is missing, and what denies the system one: its
-// directory's group, or an unset socket_group.
+// directory's group, or an unset socket_group; and that the user may run a
+// daemon of their own instead.
 func TestUnreachableNamesEverySocketTriedAndWhy(t *testing.T) {
 	t.Parallel()
 	if os.Geteuid() != 0 {
@@ -205,6 +206,9 @@ func TestUnreachableNamesEverySocketTriedAndWhy(t *testing.T) {
 		}
 		if strings.Contains(r.stderr, "is it running?") {
 			t.Errorf("%s: stderr %q asks whether a daemon that is running runs", tt.name, r.stderr)
+		}
+		if !strings.HasSuffix(strings.TrimSpace(r.stderr), "; or run a daemon of your own: 'localbus serve'") {
+			t.Errorf("%s: stderr %q does not say the user may run a daemon of their own", tt.name, r.stderr)
 		}
 	}
 	// The daemon was never disturbed: root still reaches it.
