@@ -499,3 +499,47 @@ wait
 		t.Errorf("handler log %q, want runs %v and event 3 done last", log, wantRuns)
 	}
 }
+
+// TestEventsExecStoppedKillsWhatTheHandlerLeft: a process the handler
+// starts after the stop's SIGTERM, and leaves behind when its shell exits,
+// is killed with the group as the shell exits; it does not keep the
+// command's output open.
+func TestEventsExecStoppedKillsWhatTheHandlerLeft(t *testing.T) {
+	t.Parallel()
+	d := daemontest.Start(t, daemontest.Options{})
+	c := apiClient(t, d)
+	dir := t.TempDir()
+	handler := filepath.Join(dir, "handler")
+	script := fmt.Sprintf(`#!/bin/sh
+dir=%q
+trap 'sleep 300 & echo $! >"$dir/left"; exit 0' TERM
+: >"$dir/started"
+while :; do sleep 1; done
+`, dir)
+	if err := os.WriteFile(handler, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	publishData(t, c, "s", "t:n", 1, 1)
+	p := startBin(t, "events", "--socket", d.Socket, "--session", "s", "--consumer", "h", "--exec", "sh "+handler)
+	bustest.Eventually(t, e2eWait, "the handler to start", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "started"))
+		return err == nil
+	})
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.exitCode(t); code != exitOK {
+		t.Fatalf("events --exec exit %d on SIGTERM, want 0", code)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "left"))
+	if err != nil {
+		t.Fatalf("the handler's trap did not run: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("left %q: %v", b, err)
+	}
+	bustest.Eventually(t, e2eWait, "the process the handler left to be gone", func() bool {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		// Gone, or a zombie its new parent has not reaped yet.
+		return err != nil || strings.Contains(string(st), ") Z ")
+	})
+}

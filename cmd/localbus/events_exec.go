@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -83,14 +84,15 @@ func (f *follower) runOnce(ctx context.Context, fr client.Frame, attempt int) (o
 	if err := cmd.Start(); err != nil {
 		return false, "", exitError{exitUsage, fmt.Errorf("--exec: cannot run /bin/sh: %v", err)}
 	}
-	exited, stopped := make(chan struct{}), make(chan struct{})
+	// The shell's exit is seen without reaping it: until cmd.Wait, its
+	// id stays the group's, so stopGroup may still signal the group.
+	exited := make(chan struct{})
 	go func() {
-		defer close(stopped)
-		stopGroup(ctx, cmd.Process.Pid, exited)
+		defer close(exited)
+		waitExitedUnreaped(cmd.Process.Pid)
 	}()
+	stopGroup(ctx, cmd.Process.Pid, exited)
 	cmd.Wait()
-	close(exited)
-	<-stopped
 	st := cmd.ProcessState
 	if st.Success() {
 		return true, "", nil
@@ -112,27 +114,76 @@ func (f *follower) runOnce(ctx context.Context, fr client.Frame, attempt int) (o
 	return false, fmt.Sprintf("exited %d", code), nil
 }
 
-// stopGroup sends the process group pgid SIGTERM once ctx is done, and
-// SIGKILL execGrace later, until exited is closed (the group's leader,
-// CMD's shell, was waited for: its id may be reused from then on).
+// stopGroup returns once exited is closed: CMD's shell, the group's
+// leader, has exited and is not reaped yet, so pgid is still this group's.
+// If ctx is done first, it sends the group SIGTERM, and SIGKILL execGrace
+// later to whatever of the group is left by then: CMD's shell may exit
+// first, and what it started (a process forked after the SIGTERM, or one
+// that ignores it) must not outlive the stop.
 func stopGroup(ctx context.Context, pgid int, exited <-chan struct{}) {
 	select {
 	case <-exited:
 		return
 	case <-ctx.Done():
 	}
-	select {
-	case <-exited:
-		return // both were ready: the group may be gone
-	default:
-	}
 	syscall.Kill(-pgid, syscall.SIGTERM)
-	t := time.NewTimer(execGrace)
-	defer t.Stop()
+	grace := time.NewTimer(execGrace)
+	defer grace.Stop()
 	select {
 	case <-exited:
-	case <-t.C:
+	case <-grace.C:
 		syscall.Kill(-pgid, syscall.SIGKILL)
+		<-exited
+		return
+	}
+	// The shell has exited; what it started has the rest of the grace.
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for groupHasOthers(pgid) {
+		select {
+		case <-tick.C:
+		case <-grace.C:
+			syscall.Kill(-pgid, syscall.SIGKILL)
+			return
+		}
+	}
+}
+
+// groupHasOthers reports whether a live process other than the group's
+// leader is in the process group pgid, from /proc (false when /proc
+// cannot be read).
+func groupHasOthers(pgid int) bool {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == pgid {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone since the listing
+		}
+		// "pid (comm) state ppid pgrp …": comm may hold spaces and ")".
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) >= 3 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitExitedUnreaped returns once the child pid has exited, leaving it to
+// be reaped (by cmd.Wait).
+func waitExitedUnreaped(pid int) {
+	var info unix.Siginfo
+	for unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
 	}
 }
 
