@@ -149,14 +149,17 @@ func stopGroup(ctx context.Context, pgid int, exited <-chan struct{}) {
 	}
 }
 
-// groupHasOthers reports whether a live process other than the group's
-// leader is in the process group pgid, from /proc (false when /proc
-// cannot be read).
+// groupHasOthers reports whether a process other than the group's leader
+// may still be in the process group pgid, from /proc (false when /proc
+// cannot be read). It answers true for a member that has exited but is not
+// reaped, and for a process that went away while /proc was read: either may
+// have forked, after the listing, a child the listing does not show.
 func groupHasOthers(pgid int) bool {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return false
 	}
+	group := strconv.Itoa(pgid)
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == pgid {
@@ -164,15 +167,14 @@ func groupHasOthers(pgid int) bool {
 		}
 		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
 		if err != nil {
-			continue // gone since the listing
+			return true
 		}
 		// "pid (comm) state ppid pgrp …": comm may hold spaces and ")".
 		i := bytes.LastIndexByte(stat, ')')
 		if i < 0 {
 			continue
 		}
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) >= 3 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+		if f := strings.Fields(string(stat[i+1:])); len(f) >= 3 && f[2] == group {
 			return true
 		}
 	}
