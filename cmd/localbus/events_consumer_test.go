@@ -451,34 +451,13 @@ func TestConsumersAreCountedWhereTheDaemonIsWatched(t *testing.T) {
 // next run handles it again or goes on after it: at least once, in order.
 func TestEventsExecStoppedStopsTheHandler(t *testing.T) {
 	t.Parallel()
-	d := daemontest.Start(t, daemontest.Options{})
-	c := apiClient(t, d)
-	dir := t.TempDir()
-	handler := filepath.Join(dir, "handler")
-	script := fmt.Sprintf(`#!/bin/sh
-dir=%q
-trap 'echo "$LOCALBUS_EVENT_ID term" >>"$dir/log"; exit 0' TERM
+	d, c, dir, handler := stopExecHandler(t, 3, `trap 'echo "$LOCALBUS_EVENT_ID term" >>"$dir/log"; exit 0' TERM
 echo "$LOCALBUS_EVENT_ID run" >>"$dir/log"
 [ "$LOCALBUS_EVENT_ID" = 2 ] && [ ! -e "$dir/started" ] || { echo "$LOCALBUS_EVENT_ID ok" >>"$dir/log"; exit 0; }
 : >"$dir/started"
 sleep 300 &
 wait
-`, dir)
-	if err := os.WriteFile(handler, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	publishData(t, c, "s", "t:n", 1, 3)
-	// Through a shell of its own: the handler is a grandchild of the
-	// command.
-	p := startBin(t, "events", "--socket", d.Socket, "--session", "s", "--consumer", "h", "--exec", "sh "+handler)
-	bustest.Eventually(t, e2eWait, "the handler to start on event 2", func() bool {
-		_, err := os.Stat(filepath.Join(dir, "started"))
-		return err == nil
-	})
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	if code := p.exitCode(t); code != exitOK {
-		t.Fatalf("events --exec exit %d on SIGTERM, want 0", code)
-	}
+`)
 	if _, _, log := handlerLog(t, dir); log != "1 run\n1 ok\n2 run\n2 term\n" {
 		t.Fatalf("handler log %q, want event 1 done, and 2 stopped", log)
 	}
@@ -506,29 +485,10 @@ wait
 // command's output open.
 func TestEventsExecStoppedKillsWhatTheHandlerLeft(t *testing.T) {
 	t.Parallel()
-	d := daemontest.Start(t, daemontest.Options{})
-	c := apiClient(t, d)
-	dir := t.TempDir()
-	handler := filepath.Join(dir, "handler")
-	script := fmt.Sprintf(`#!/bin/sh
-dir=%q
-trap 'sleep 300 & echo $! >"$dir/left"; exit 0' TERM
+	_, _, dir, _ := stopExecHandler(t, 1, `trap 'sleep 300 & echo $! >"$dir/left"; exit 0' TERM
 : >"$dir/started"
 while :; do sleep 1; done
-`, dir)
-	if err := os.WriteFile(handler, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	publishData(t, c, "s", "t:n", 1, 1)
-	p := startBin(t, "events", "--socket", d.Socket, "--session", "s", "--consumer", "h", "--exec", "sh "+handler)
-	bustest.Eventually(t, e2eWait, "the handler to start", func() bool {
-		_, err := os.Stat(filepath.Join(dir, "started"))
-		return err == nil
-	})
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	if code := p.exitCode(t); code != exitOK {
-		t.Fatalf("events --exec exit %d on SIGTERM, want 0", code)
-	}
+`)
 	b, err := os.ReadFile(filepath.Join(dir, "left"))
 	if err != nil {
 		t.Fatalf("the handler's trap did not run: %v", err)
@@ -542,4 +502,34 @@ while :; do sleep 1; done
 		// Gone, or a zombie its new parent has not reaped yet.
 		return err != nil || strings.Contains(string(st), ") Z ")
 	})
+}
+
+// stopExecHandler publishes events 1..n to session s of a daemon of its
+// own, follows them with events --consumer h --exec running the handler
+// script body (a shell script in which $dir is the returned directory),
+// stops the command with SIGTERM once the script has created $dir/started,
+// and checks that it exits 0.
+func stopExecHandler(t *testing.T, n int, body string) (d *daemontest.Daemon, c *client.Client, dir, handler string) {
+	t.Helper()
+	d = daemontest.Start(t, daemontest.Options{})
+	c = apiClient(t, d)
+	dir = t.TempDir()
+	handler = filepath.Join(dir, "handler")
+	script := fmt.Sprintf("#!/bin/sh\ndir=%q\n%s", dir, body)
+	if err := os.WriteFile(handler, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	publishData(t, c, "s", "t:n", 1, n)
+	// Through a shell of its own: the handler is a grandchild of the
+	// command.
+	p := startBin(t, "events", "--socket", d.Socket, "--session", "s", "--consumer", "h", "--exec", "sh "+handler)
+	bustest.Eventually(t, e2eWait, "the handler to start", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "started"))
+		return err == nil
+	})
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.exitCode(t); code != exitOK {
+		t.Fatalf("events --exec exit %d on SIGTERM, want 0", code)
+	}
+	return d, c, dir, handler
 }
