@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/localbus/localbus/bus"
-	"github.com/localbus/localbus/bus/hub"
 	"github.com/localbus/localbus/ipc/wire"
 	"github.com/localbus/localbus/ipc/wire/grammar"
 )
@@ -32,15 +31,6 @@ func consumerRef(r *http.Request) (session bus.SessionID, name string, err error
 		return bus.SessionID{}, "", err
 	}
 	return session, name, nil
-}
-
-// sessionOf finds session id, a 404 when there is none.
-func (h *Handler) sessionOf(id bus.SessionID) (*hub.Session, error) {
-	s, ok := h.options().Hub.Session(id.String())
-	if !ok {
-		return nil, errorf(http.StatusNotFound, wire.CodeNotFound, "no such session %q", id)
-	}
-	return s, nil
 }
 
 // serveListConsumers answers GET /api/v1/sessions/{id}/consumers: every

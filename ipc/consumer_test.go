@@ -650,13 +650,33 @@ func TestAClientThatAcksEveryEventInOneLoopIsNeverStuck(t *testing.T) {
 	srv.Publish(t, "s", ev("a:x", "0"))
 	c := srv.OpenWS(t, consumerPath("s", "svc", true, wire.ParamAck, "explicit"), nil)
 	const batches, per = 100, 50
+	// The publisher keeps within two batches of what the client has seen,
+	// under the stream's queue limit: an eviction as lagged is not what
+	// this test is about.
+	var (
+		mu      sync.Mutex
+		moved   = sync.NewCond(&mu)
+		seenNow uint64
+		done    bool
+	)
+	defer func() {
+		mu.Lock()
+		done = true
+		moved.Broadcast()
+		mu.Unlock()
+	}()
 	published := make(chan error, 1)
 	go func() {
 		events := make([]ipctest.Event, per)
 		for i := range events {
 			events[i] = ev("a:x", strconv.Itoa(i))
 		}
-		for range batches {
+		for b := range batches {
+			mu.Lock()
+			for !done && seenNow+2*per < uint64(b*per) {
+				moved.Wait()
+			}
+			mu.Unlock()
 			if _, err := srv.TryPublish(context.Background(), "s", nil, events...); err != nil {
 				published <- err
 				return
@@ -695,6 +715,10 @@ func TestAClientThatAcksEveryEventInOneLoopIsNeverStuck(t *testing.T) {
 			t.Fatalf("event %d after %d", env.ID, seen)
 		}
 		seen = env.ID
+		mu.Lock()
+		seenNow = seen
+		moved.Broadcast()
+		mu.Unlock()
 		if err := c.Write(ctx, websocket.MessageText, []byte(`{"op":"ack","id":`+strconv.FormatUint(env.ID, 10)+`}`)); err != nil {
 			t.Fatal(err)
 		}

@@ -17,15 +17,9 @@ import (
 // "Package <name> "; a command's (package main) starts "Command <dir> " or
 // with its directory's name capitalised, as cmd/localbus's "Localbus is".
 func TestEveryPackageHasItsDocInDocGo(t *testing.T) {
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("no go.mod at %s: %v", root, err)
-	}
+	root := moduleRoot(t)
 	checked := 0
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -33,7 +27,7 @@ func TestEveryPackageHasItsDocInDocGo(t *testing.T) {
 			return nil
 		}
 		name := d.Name()
-		if path != root && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+		if skippedDir(root, path, name) {
 			return filepath.SkipDir
 		}
 		files, _ := filepath.Glob(filepath.Join(path, "*.go"))
@@ -102,21 +96,15 @@ func TestEveryPackageHasItsDocInDocGo(t *testing.T) {
 // that, a file is split by concern (STYLE, "Files and names").
 func TestNoSourceFileIsOver600Lines(t *testing.T) {
 	const most = 600
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("no go.mod at %s: %v", root, err)
-	}
+	root := moduleRoot(t)
 	checked := 0
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		name := d.Name()
 		if d.IsDir() {
-			if path != root && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+			if skippedDir(root, path, name) {
 				return filepath.SkipDir
 			}
 			return nil
@@ -141,4 +129,24 @@ func TestNoSourceFileIsOver600Lines(t *testing.T) {
 	if checked < 100 {
 		t.Errorf("checked %d files, want the module's (over 100)", checked)
 	}
+}
+
+// moduleRoot is the module's directory, the one above this package's.
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("no go.mod at %s: %v", root, err)
+	}
+	return root
+}
+
+// skippedDir reports whether the walks over the module's sources leave
+// out the directory at path, named name: testdata and hidden directories,
+// as the go tool does.
+func skippedDir(root, path, name string) bool {
+	return path != root && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_"))
 }

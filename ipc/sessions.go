@@ -128,6 +128,11 @@ func (h *Handler) lookupSession(r *http.Request) (*hub.Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	return h.sessionOf(id)
+}
+
+// sessionOf finds session id, a 404 when there is none.
+func (h *Handler) sessionOf(id bus.SessionID) (*hub.Session, error) {
 	s, ok := h.options().Hub.Session(id.String())
 	if !ok {
 		return nil, errorf(http.StatusNotFound, wire.CodeNotFound, "no such session %q", id)

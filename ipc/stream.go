@@ -109,9 +109,6 @@ func (h *Handler) parseStreamParams(r *http.Request, c Caller, session bool, fam
 	} else if ok {
 		opts.Epoch = s
 	}
-	if e := r.Header.Get(wire.HeaderEpoch); e != "" {
-		opts.Epoch = e
-	}
 	if s, ok, err := one(wire.ParamConsumer); err != nil {
 		return p, err
 	} else if ok {
@@ -135,9 +132,11 @@ func (h *Handler) parseStreamParams(r *http.Request, c Caller, session bool, fam
 	if p.consumer != "" {
 		// The consumer's position is the one that counts: EventSource
 		// sends Last-Event-ID on every reconnection, and the epoch header
-		// goes with it.
-		opts.Epoch = q.Get(wire.ParamEpoch)
+		// goes with it: both are left unread.
 		return p, nil
+	}
+	if e := r.Header.Get(wire.HeaderEpoch); e != "" {
+		opts.Epoch = e
 	}
 	if vs, ok := r.Header[http.CanonicalHeaderKey(wire.HeaderLastEventID)]; ok {
 		if cur, err := grammar.ParseCursor(lastValue(vs)); err == nil {
@@ -368,6 +367,15 @@ func refuse(w framewriter.Writer, refusal *bus.Frame) {
 	w.Close(framewriter.EndSubscriberLimit)
 }
 
+// sendReply writes a control reply (a WebSocket message) and reports
+// whether it was written.
+func sendReply(w framewriter.Writer, reply []byte) bool {
+	wb := framewriter.GetBuf()
+	err := w.Write(wb, nil, reply, false)
+	framewriter.PutBuf(wb)
+	return err == nil
+}
+
 // streamEnd is the reason to close a stream with, from pump's results.
 func streamEnd(end bus.EndReason, ok bool) bus.EndReason {
 	if !ok {
@@ -419,19 +427,11 @@ func pump(ctx context.Context, sub *bus.Subscription, w framewriter.Writer, repl
 		case <-cs.syncDue():
 			cs.sync()
 		case <-cs.acked():
-			if reply := cs.acks.take(); reply != nil {
-				wb := framewriter.GetBuf()
-				err := w.Write(wb, nil, reply, false)
-				framewriter.PutBuf(wb)
-				if err != nil {
-					return bus.EndNone, false
-				}
+			if reply := cs.acks.take(); reply != nil && !sendReply(w, reply) {
+				return bus.EndNone, false
 			}
 		case reply := <-replies:
-			wb := framewriter.GetBuf()
-			err := w.Write(wb, nil, reply, false)
-			framewriter.PutBuf(wb)
-			if err != nil {
+			if !sendReply(w, reply) {
 				return bus.EndNone, false
 			}
 		case <-keepalive.C():
