@@ -90,11 +90,20 @@ func (l *Lease) Sync(now time.Time) error {
 
 // syncLocked is Sync with set.mu held.
 func (l *Lease) syncLocked(now time.Time) error {
-	pos := l.pos.Load()
-	if l.replaced || l.ended || l.c.st.Ack != AckAuto || l.c.st.Epoch != l.epoch || pos <= l.c.st.AckedID {
+	pos, ok := l.autoPositionLocked()
+	if l.replaced || l.ended || !ok {
 		return nil
 	}
 	return l.set.moveLocked(l.c, pos, now)
+}
+
+// autoPositionLocked returns the position the writer reached, and whether
+// it is one to store: the consumer's ack mode is auto, the stream reads
+// the consumer's epoch and the position is past its acknowledged id.
+// set.mu is held.
+func (l *Lease) autoPositionLocked() (uint64, bool) {
+	pos := l.pos.Load()
+	return pos, l.c.st.Ack == AckAuto && l.c.st.Epoch == l.epoch && pos > l.c.st.AckedID
 }
 
 // End ends the stream's hold and stores the consumer once more, with its
@@ -115,7 +124,7 @@ func (l *Lease) End(now time.Time) error {
 	next := l.c.st
 	next.LastActive = now
 	moved := false
-	if pos := l.pos.Load(); next.Ack == AckAuto && next.Epoch == l.epoch && pos > next.AckedID {
+	if pos, ok := l.autoPositionLocked(); ok {
 		next.AckedID, moved = pos, true
 	}
 	if !moved && now.Sub(l.c.st.LastActive) < SyncEvery {

@@ -419,8 +419,7 @@ type wsStream struct {
 	wantDue bool
 	cur     frame
 	wmu     sync.Mutex // orders writes: pongs from run, control frames from writeText
-	pong    []byte
-	out     []byte
+	out     []byte     // the frame being written, under wmu
 }
 
 // closeError is a WebSocket close frame.
@@ -542,26 +541,24 @@ func (s *wsStream) text(p []byte, handle func(*frame) error) error {
 }
 
 func (s *wsStream) writePong(p []byte) error {
-	if len(p) > 125 {
-		return errors.New("bench: ping payload over 125 bytes")
-	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	s.pong = appendMasked(s.pong[:0], 0x8a, p)
-	s.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	_, err := s.conn.Write(s.pong)
-	return err
+	return s.writeSmall(0x8a, p, "ping payload")
 }
 
 // writeText sends p, of at most 125 bytes, as a text message: a control
 // frame such as {"op":"ack","id":N}. It is safe to call while run reads.
 func (s *wsStream) writeText(p []byte) error {
+	return s.writeSmall(0x81, p, "control frame")
+}
+
+// writeSmall sends p, of at most 125 bytes (what names it in the error),
+// as one final frame whose first byte is b0.
+func (s *wsStream) writeSmall(b0 byte, p []byte, what string) error {
 	if len(p) > 125 {
-		return errors.New("bench: control frame over 125 bytes")
+		return fmt.Errorf("bench: %s over 125 bytes", what)
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	s.out = appendMasked(s.out[:0], 0x81, p)
+	s.out = appendMasked(s.out[:0], b0, p)
 	s.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
 	_, err := s.conn.Write(s.out)
 	return err
