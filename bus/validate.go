@@ -232,7 +232,7 @@ func checkDaemonType(t Type, daemon bool) error {
 	if t.name == "" {
 		return inputError("type", "", "want family:name")
 	}
-	if !daemon && len(t.name) > len(FamilyLocalbus) && t.name[len(FamilyLocalbus)] == ':' && t.name[:len(FamilyLocalbus)] == FamilyLocalbus {
+	if !daemon && FamilyOf(t.name) == FamilyLocalbus {
 		return inputError("type", t.name, "family "+FamilyLocalbus+" is reserved for the daemon")
 	}
 	return nil

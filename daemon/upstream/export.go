@@ -246,11 +246,12 @@ func (e *exporter) round() error {
 				}
 				epoch = r.Data.Epoch
 			case bus.TypeGap:
-				if e.b.opts.Backlog != nil && has && gapReason(f) == bus.GapRingEvicted {
+				g := gapData(f)
+				if e.b.opts.Backlog != nil && has && g.Reason == bus.GapRingEvicted {
 					// Evicted from the ring, not lost: the backlog holds it.
 					return errBehind
 				}
-				e.gap(f, cur, has)
+				e.gap(g, cur, has)
 			case bus.TypeLagged:
 				return errLagged
 			case bus.TypeClosed:
@@ -301,31 +302,29 @@ func (e *exporter) lose(from, to uint64) {
 		"from", from, "to", to, "lost", n)
 }
 
-// gapReason returns the reason of a stream:gap frame.
-func gapReason(f *bus.Frame) string {
+// gapData returns the data of a stream:gap frame.
+func gapData(f *bus.Frame) bus.GapData {
 	var g struct{ Data bus.GapData }
 	json.Unmarshal(f.JSON(), &g)
-	return g.Data.Reason
+	return g.Data
 }
 
-// gap logs and counts what the ring no longer held.
-func (e *exporter) gap(f *bus.Frame, cur exportCursor, has bool) {
-	var g struct{ Data bus.GapData }
-	json.Unmarshal(f.JSON(), &g)
+// gap logs and counts what the ring no longer held, from the gap's data.
+func (e *exporter) gap(g bus.GapData, cur exportCursor, has bool) {
 	if !has {
 		e.b.logger.Info("upstream: first export of a session starts at the oldest event its ring holds", "session", e.session)
 		return
 	}
 	var lost uint64
-	if g.Data.Reason == bus.GapRingEvicted && g.Data.EarliestAvailableID != nil {
-		lost = *g.Data.EarliestAvailableID - cur.id - 1
-	} else if g.Data.Reason == bus.GapRingEvicted {
-		lost = g.Data.LastID - cur.id
+	if g.Reason == bus.GapRingEvicted && g.EarliestAvailableID != nil {
+		lost = *g.EarliestAvailableID - cur.id - 1
+	} else if g.Reason == bus.GapRingEvicted {
+		lost = g.LastID - cur.id
 	}
 	e.mu.Lock()
 	e.lost += lost
 	e.mu.Unlock()
 	e.b.lost.Add(lost)
-	e.b.logger.Warn("upstream: export resumes past a gap", "session", e.session, "reason", g.Data.Reason,
+	e.b.logger.Warn("upstream: export resumes past a gap", "session", e.session, "reason", g.Reason,
 		"cursor", cur.id, "lost", lost)
 }
