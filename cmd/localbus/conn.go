@@ -213,8 +213,6 @@ func endedText(ee *client.EndedError) string {
 		return fmt.Sprintf("%s does not exist", what)
 	case "session_deleted":
 		return fmt.Sprintf("%s was deleted; the stream has ended", what)
-	case "replaced":
-		return fmt.Sprintf("another stream took the consumer of %s over, or it was deleted; the stream has ended", what)
 	}
 	return "the daemon ended the stream for good"
 }
@@ -229,19 +227,14 @@ func inputText(ie *bus.InputError) string {
 
 // sessionList fetches the session ids for shell completion, quietly.
 func sessionList(c *cli.Context) []string {
-	ctx, cancel := context.WithTimeout(c.Context, time.Second)
-	defer cancel()
-	cl := newClient(c)
-	defer cl.CloseIdleConnections()
-	list, err := cl.Sessions(ctx)
-	if err != nil {
-		return nil
-	}
-	ids := make([]string, len(list))
-	for i, s := range list {
-		ids[i] = s.ID
-	}
-	return ids
+	return completionNames(c, func(ctx context.Context, cl *client.Client) ([]string, error) {
+		list, err := cl.Sessions(ctx)
+		ids := make([]string, len(list))
+		for i, s := range list {
+			ids[i] = s.ID
+		}
+		return ids, err
+	})
 }
 
 // consumerList fetches the names of the consumers of --session for shell
@@ -250,17 +243,26 @@ func consumerList(c *cli.Context) []string {
 	if c.String("session") == "" {
 		return nil
 	}
+	return completionNames(c, func(ctx context.Context, cl *client.Client) ([]string, error) {
+		list, err := cl.Consumers(ctx, c.String("session"))
+		names := make([]string, len(list))
+		for i, cs := range list {
+			names[i] = cs.Name
+		}
+		return names, err
+	})
+}
+
+// completionNames asks the daemon for names to complete with, within a
+// second; nothing when that fails.
+func completionNames(c *cli.Context, fetch func(context.Context, *client.Client) ([]string, error)) []string {
 	ctx, cancel := context.WithTimeout(c.Context, time.Second)
 	defer cancel()
 	cl := newClient(c)
 	defer cl.CloseIdleConnections()
-	list, err := cl.Consumers(ctx, c.String("session"))
+	names, err := fetch(ctx, cl)
 	if err != nil {
 		return nil
-	}
-	names := make([]string, len(list))
-	for i, cs := range list {
-		names[i] = cs.Name
 	}
 	return names
 }

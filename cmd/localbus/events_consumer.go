@@ -79,10 +79,10 @@ func (f *follower) consumerFlags(c *cli.Context, opts *client.StreamOptions) err
 }
 
 // checkNewConsumer refuses, before the stream creates the consumer there,
-// a --since id above the session's last id: most likely Unix seconds,
-// as checkIDs says of a stream without a consumer.
+// a --since id above the session's last id (most likely Unix seconds), as
+// checkIDs does when a stream without a consumer opens.
 func (f *follower) checkNewConsumer(ctx context.Context, cl *client.Client) error {
-	if f.since == nil || !f.since.isID || f.epoch != "" {
+	if f.since == nil || !f.since.isID {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
@@ -91,10 +91,7 @@ func (f *follower) checkNewConsumer(ctx context.Context, cl *client.Client) erro
 	if err != nil {
 		return nil // the stream says what is wrong
 	}
-	if f.since.id > info.LastID {
-		return usageError{err: f.since.idHint("--since", info.LastID, fmt.Sprintf("session %q", f.session))}
-	}
-	return nil
+	return f.checkIDs(bus.ReadyData{LastID: info.LastID, Epoch: info.Epoch})
 }
 
 // consumerNotice says on stderr, when the stream opens, which consumer it

@@ -15,7 +15,6 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/localbus/localbus/ipc/client"
-	"github.com/localbus/localbus/ipc/wire"
 )
 
 // topSnapshot is what one refresh of top fetched.
@@ -49,7 +48,7 @@ func fetchTop(ctx context.Context, cl *client.Client, drill string) (topSnapshot
 	if snap.status, err = cl.Status(ctx); err != nil {
 		return snap, err
 	}
-	if snap.sessions, err = topSessions(ctx, cl); err != nil {
+	if snap.sessions, err = cl.Sessions(ctx); err != nil {
 		return snap, err
 	}
 	snap.byRate = snap.order(topSortRate)
@@ -98,28 +97,6 @@ func fetchTop(ctx context.Context, cl *client.Client, drill string) (topSnapshot
 		}
 	}
 	return snap, err
-}
-
-// topSessions lists every session in pages of the largest size the
-// daemon gives, one request per 10,000 sessions.
-func topSessions(ctx context.Context, cl *client.Client) ([]client.SessionInfo, error) {
-	var all []client.SessionInfo
-	after := ""
-	for {
-		page, next, err := cl.SessionsPage(ctx, after, wire.MaxPageLimit)
-		if err != nil {
-			return nil, err
-		}
-		if all == nil {
-			all = page
-		} else {
-			all = append(all, page...)
-		}
-		if next == "" || next <= after {
-			return all, nil
-		}
-		after = next
-	}
 }
 
 // topSort is the order of the sessions table.

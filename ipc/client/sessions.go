@@ -34,16 +34,21 @@ func (c *Client) CreateSession(ctx context.Context, id string, ringSize int) (Se
 }
 
 // Sessions lists every session of the daemon, in id order, following the
-// pages of GET /api/v1/sessions to the end.
+// pages of GET /api/v1/sessions to the end, in pages of the largest size
+// the daemon gives (one request per 10,000 sessions).
 func (c *Client) Sessions(ctx context.Context) ([]SessionInfo, error) {
 	var all []SessionInfo
 	after := ""
 	for {
-		page, next, err := c.SessionsPage(ctx, after, 0)
+		page, next, err := c.SessionsPage(ctx, after, wire.MaxPageLimit)
 		if err != nil {
 			return nil, err
 		}
-		all = append(all, page...)
+		if all == nil {
+			all = page
+		} else {
+			all = append(all, page...)
+		}
 		if next == "" || next <= after {
 			return all, nil
 		}
