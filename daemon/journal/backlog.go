@@ -118,11 +118,12 @@ func (j *Journal) HoldExport(session, epoch string, id uint64) (holdEpoch string
 }
 
 // ReadExport appends to into up to max of session's retained events, ring
-// or backlog, from id from on, if epoch is its epoch, and returns it: only
-// events the bus may show (with SyncAlways, durable ones). The first event
-// returned is after from when the backlog no longer held the events
-// between.
-func (j *Journal) ReadExport(session, epoch string, from uint64, max int, into []*bus.Frame) []*bus.Frame {
+// or backlog, from id from up to id upTo, if epoch is its epoch, and
+// returns it. upTo is the last id the session's bus shows (with
+// SyncAlways, a durable one), which the journal cannot tell from its own
+// appends. The first event returned is after from when the backlog no
+// longer held the events between.
+func (j *Journal) ReadExport(session, epoch string, from, upTo uint64, max int, into []*bus.Frame) []*bus.Frame {
 	s := j.storeOf(session)
 	if s == nil {
 		return into
@@ -132,9 +133,9 @@ func (j *Journal) ReadExport(session, epoch string, from uint64, max int, into [
 	if s.deleted || epoch != s.epoch {
 		return into
 	}
-	n, last := 0, s.visibleID()
+	n := 0
 	s.scanLocked(from, func(f *bus.Frame) bool {
-		if f.ID > last {
+		if f.ID > upTo {
 			return false
 		}
 		into = append(into, f)

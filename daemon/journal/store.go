@@ -48,29 +48,6 @@ type Store struct {
 	held      bool      // the backlog is held for an exporter (SetExported)
 	holdID    uint64    // the events after this id are owed to the exporter
 	marks     []ageMark // when held: the age of the window's events, oldest first
-	// unsynced are, with SyncAlways, the appends whose record may not be
-	// durable yet: the log offset past each and its first id, oldest
-	// first (visibleID).
-	unsynced []lsnID
-}
-
-// lsnID is an append's log offset and first id.
-type lsnID struct{ lsn, id uint64 }
-
-// visibleID returns the last id the bus may show: with SyncAlways the
-// last whose record is durable, otherwise the last appended. s.mu must be
-// held.
-func (s *Store) visibleID() uint64 {
-	synced := s.j.wal.synced.Load()
-	k := 0
-	for k < len(s.unsynced) && s.unsynced[k].lsn <= synced {
-		k++
-	}
-	if s.unsynced = s.unsynced[k:]; len(s.unsynced) == 0 {
-		s.unsynced = nil
-		return s.lastID
-	}
-	return s.unsynced[0].id - 1
 }
 
 // pendAt returns the type and envelope of event id from s.pend, if it
@@ -260,10 +237,6 @@ func (s *Store) appendDeferred(frames []*bus.Frame, key string, val []byte) (mar
 		s.ringN++
 		s.ringBytes += int64(e.size)
 		s.ringDisk += int64(e.disk)
-	}
-	if s.j.mode == SyncAlways {
-		s.visibleID() // drops what is durable already
-		s.unsynced = append(s.unsynced, lsnID{lsn: lsn, id: frames[0].ID})
 	}
 	s.lastID = frames[len(frames)-1].ID
 	s.lastLSN = lsn

@@ -58,9 +58,9 @@ type Backlog interface {
 	// owed; held is false when the session's backlog is not held.
 	HoldExport(session, epoch string, id uint64) (holdEpoch string, holdID uint64, held bool)
 	// ReadExport appends up to max of session's retained events from id
-	// from on to into; the first is after from when the backlog lost the
-	// events between.
-	ReadExport(session, epoch string, from uint64, max int, into []*bus.Frame) []*bus.Frame
+	// from up to id upTo (the last its bus shows) to into; the first is
+	// after from when the backlog lost the events between.
+	ReadExport(session, epoch string, from, upTo uint64, max int, into []*bus.Frame) []*bus.Frame
 	// ExportBacklog returns what session's backlog takes on disk.
 	ExportBacklog(session string) int64
 }

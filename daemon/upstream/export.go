@@ -186,7 +186,7 @@ func (e *exporter) round() error {
 	if bl := e.b.opts.Backlog; has && bl != nil {
 		var batch []*bus.Frame
 		for {
-			batch = bl.ReadExport(e.session, cur.epoch, cur.id+1, backlogBatch, batch[:0])
+			batch = bl.ReadExport(e.session, cur.epoch, cur.id+1, s.Bus.LastID(), backlogBatch, batch[:0])
 			if len(batch) == 0 {
 				break
 			}
